@@ -1,0 +1,47 @@
+//! The `ketama` command line: parsing and printing only; every computation is
+//! a call into the `ketama` library.
+
+use std::io;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+mod args;
+mod route;
+
+/// Consistent hashing identical to nginx and pingora-ketama.
+#[derive(Parser, Debug)]
+#[command(name = "ketama", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Route keys read from stdin (one per line) to servers.
+    Route(route::RouteArgs),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Route(a) => route::run(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // A closed stdout (`ketama route ... | head`) ends the command quietly.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("ketama: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}

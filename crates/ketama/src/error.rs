@@ -1,0 +1,115 @@
+//! The errors a ring build or a servers file can produce.
+//!
+//! Every variant names the input at fault and says what to do about it; none
+//! of them is ever raised by a lookup (lookups cannot fail: an empty ring
+//! answers `None`).
+
+use std::net::SocketAddr;
+
+use crate::{Compat, Layout};
+
+/// An error building a [`Ring`](crate::Ring) or reading a servers file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Two nodes carry the same server string.
+    #[error("duplicate server {server:?} (nodes #{first} and #{second}): every server string must be unique; remove one or merge their weights")]
+    DuplicateServer {
+        /// The repeated server string.
+        server: String,
+        /// Position (0-based, configuration order) of the first occurrence.
+        first: usize,
+        /// Position of the repeat.
+        second: usize,
+    },
+    /// A node's server string is empty.
+    #[error("node #{index} has an empty server string: give it an address such as 10.0.0.1:443")]
+    EmptyServer {
+        /// Position of the node in configuration order.
+        index: usize,
+    },
+    /// A pingora scheme was given a server that is not a socket address.
+    #[error("server {server:?} is not a socket address, which {compat} requires (pingora-ketama hashes a SocketAddr): write it as IP:PORT, e.g. 10.0.0.1:443 or [2001:db8::1]:443, or use --compat nginx")]
+    NotSocketAddr {
+        /// The offending server string.
+        server: String,
+        /// The scheme that needs socket addresses.
+        compat: Compat,
+    },
+    /// Two server strings name the same socket address in a pingora scheme.
+    #[error("servers {first:?} and {second:?} are the same socket address {addr} under {compat}: pingora-ketama would hash them identically; keep one")]
+    DuplicateAddress {
+        /// The first server string.
+        first: String,
+        /// The second server string.
+        second: String,
+        /// The address both parse to.
+        addr: SocketAddr,
+        /// The scheme in use.
+        compat: Compat,
+    },
+    /// More nodes than a pingora scheme can index.
+    #[error("{nodes} nodes is more than {compat} supports ({max}): pingora-ketama keeps the node index in a u16 and would misroute; use --compat nginx for larger rings")]
+    TooManyNodesForCompat {
+        /// Nodes given.
+        nodes: usize,
+        /// The most the scheme allows.
+        max: usize,
+        /// The scheme.
+        compat: Compat,
+    },
+    /// More nodes than a storage layout can index.
+    #[error("{nodes} nodes is more than the {layout} layout holds ({max}): use the wide layout")]
+    TooManyNodesForLayout {
+        /// Nodes given.
+        nodes: usize,
+        /// The most the layout holds.
+        max: usize,
+        /// The layout.
+        layout: Layout,
+    },
+    /// The point multiple is zero.
+    #[error("point multiple 0 would give every node no points: use at least 1 (nginx uses 160)")]
+    ZeroPointMultiple,
+    /// The ring would have more points than [`MAX_POINTS`](crate::MAX_POINTS).
+    #[error("too many points: node {server:?} (weight {weight} x point multiple {point_multiple} = {node_points} points) brings the ring to {total} points, over the limit of {max}; lower the weights or the point multiple")]
+    TooManyPoints {
+        /// The node at which the total crossed the limit.
+        server: String,
+        /// Its weight.
+        weight: u32,
+        /// The point multiple in use.
+        point_multiple: u32,
+        /// Points this node alone would add.
+        node_points: u64,
+        /// Total points including this node.
+        total: u64,
+        /// The limit.
+        max: u64,
+    },
+    /// A line of a servers file could not be read.
+    #[error("{file}:{line}: {reason}")]
+    Syntax {
+        /// Name of the servers file (as given by the caller).
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong and how to fix it.
+        reason: String,
+    },
+    /// A servers file names the same server twice.
+    #[error("{file}:{line}: duplicate server {server:?}, first defined on line {first_line}: every server must be unique")]
+    DuplicateServerLine {
+        /// Name of the servers file.
+        file: String,
+        /// Line of the repeat.
+        line: usize,
+        /// Line of the first definition.
+        first_line: usize,
+        /// The repeated server.
+        server: String,
+    },
+}
+
+/// Short for `Result<T, ketama::Error>`.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,150 @@
+//! The servers file: one server per line, as in nginx's `upstream` block.
+//!
+//! ```text
+//! # comment
+//! 10.0.0.1:443            # weight 1
+//! 10.0.0.2:443 3          # weight 3
+//! [2001:db8::1]:443 weight=2
+//! unix:/run/cache.sock down
+//! ```
+//!
+//! A line is `SERVER [WEIGHT] [key=value ...] [down]`. The weight defaults
+//! to 1; `weight=N` is the same as a bare `N` (giving both is an error).
+//! `#` at the start of a line or after whitespace starts a comment; blank
+//! lines are ignored. An unknown key, a malformed line or a duplicate
+//! server is an error naming the file and the line.
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::Node;
+
+/// Parses a servers file's text. `file` names it in error messages.
+///
+/// ```
+/// let nodes = ketama::parse_servers("a:1 2\nb:1 weight=3 down # drained soon\n", "servers.txt")?;
+/// assert_eq!(nodes[0].weight(), 2);
+/// assert!(nodes[1].is_down());
+/// # Ok::<(), ketama::Error>(())
+/// ```
+pub fn parse_servers(text: &str, file: &str) -> Result<Vec<Node>> {
+    let mut nodes = Vec::new();
+    let mut lines_of: HashMap<String, usize> = HashMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = i + 1;
+        let syntax = |reason: String| Error::Syntax {
+            file: file.to_string(),
+            line,
+            reason,
+        };
+        let mut tokens = strip_comment(raw).split_whitespace();
+        let Some(server) = tokens.next() else {
+            continue;
+        };
+        let mut weight: Option<u32> = None;
+        let mut down = false;
+        for tok in tokens {
+            if tok == "down" {
+                if down {
+                    return Err(syntax("`down` given twice".into()));
+                }
+                down = true;
+                continue;
+            }
+            let (value, from_key) = match tok.split_once('=') {
+                Some(("weight", v)) => (v, true),
+                Some((key, _)) => {
+                    return Err(syntax(format!(
+                        "unknown key {key:?} in {tok:?}: the known keys are weight=N (and the flag `down`)"
+                    )))
+                }
+                None => (tok, false),
+            };
+            if !from_key && !tok.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(syntax(format!(
+                    "unexpected {tok:?} after server {server:?}: expected a weight, key=value or `down`"
+                )));
+            }
+            if weight.is_some() {
+                return Err(syntax(format!(
+                    "weight given twice for {server:?}: write either a bare number or weight=N"
+                )));
+            }
+            weight = Some(value.parse().map_err(|_| {
+                syntax(format!(
+                    "bad weight {value:?} for {server:?}: expected a whole number from 0 to {}",
+                    u32::MAX
+                ))
+            })?);
+        }
+        if let Some(&first_line) = lines_of.get(server) {
+            return Err(Error::DuplicateServerLine {
+                file: file.to_string(),
+                line,
+                first_line,
+                server: server.to_string(),
+            });
+        }
+        lines_of.insert(server.to_string(), line);
+        nodes.push(Node::new(server, weight.unwrap_or(1)).with_down(down));
+    }
+    Ok(nodes)
+}
+
+/// Cuts a line at the first `#` that starts the line or follows whitespace.
+fn strip_comment(line: &str) -> &str {
+    let b = line.as_bytes();
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'#' && (i == 0 || b[i - 1].is_ascii_whitespace()) {
+            return &line[..i];
+        }
+    }
+    line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse_servers(text, "s.txt").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn parses_forms() {
+        let n = parse_servers(
+            "# header\n\n a:1\nb#c:2 5 # trailing\n[::1]:3 weight=0\nunix:/x down\n\t\n",
+            "s.txt",
+        )
+        .unwrap();
+        let got: Vec<_> = n
+            .iter()
+            .map(|n| (n.server(), n.weight(), n.is_down()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("a:1", 1, false),
+                ("b#c:2", 5, false),
+                ("[::1]:3", 0, false),
+                ("unix:/x", 1, true)
+            ]
+        );
+    }
+
+    #[test]
+    fn errors_name_file_and_line() {
+        assert!(err("a\nb x=1\n").starts_with("s.txt:2: unknown key \"x\""));
+        assert!(err("a 1 weight=2").starts_with("s.txt:1: weight given twice"));
+        assert!(err("a 1 2").starts_with("s.txt:1: weight given twice"));
+        assert!(err("a -1").starts_with("s.txt:1: unexpected \"-1\""));
+        assert!(err("a 4294967296").starts_with("s.txt:1: bad weight"));
+        assert!(err("a weight=x").starts_with("s.txt:1: bad weight"));
+        assert!(err("a foo").starts_with("s.txt:1: unexpected \"foo\""));
+        assert!(err("a down down").starts_with("s.txt:1: `down` given twice"));
+        assert_eq!(
+            err("a\n\nb\na 2\n"),
+            "s.txt:4: duplicate server \"a\", first defined on line 1: every server must be unique"
+        );
+    }
+}
