@@ -137,7 +137,7 @@ mod tests {
         let mut chain = PointChain::new(&[b"10.0.0.1", b"\0", b"443"]);
         let mut prev = 0u32;
         for _ in 0..1000 {
-            let mut bytes = b"10.0.0.1\0443".to_vec();
+            let mut bytes = b"10.0.0.1\x00443".to_vec();
             bytes.extend_from_slice(&prev.to_le_bytes());
             let want = crc32fast::hash(&bytes);
             assert_eq!(chain.next(), Some(want));

@@ -126,7 +126,7 @@ mod tests {
     fn pingora_bytes() {
         let mut out = Vec::new();
         pingora_prefix(&"[2001:0db8::0001]:443".parse().unwrap(), &mut out);
-        assert_eq!(out, b"2001:db8::1\0443");
+        assert_eq!(out, b"2001:db8::1\x00443");
         pingora_prefix(&"10.0.0.1:80".parse().unwrap(), &mut out);
         assert_eq!(out, b"10.0.0.1\x0080");
     }
