@@ -61,3 +61,8 @@ pub use layout::{Layout, UnknownLayout};
 pub use node::{nginx_host_port, pingora_prefix, Node};
 pub use ring::{Failover, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE, MAX_POINTS};
 pub use servers::parse_servers;
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -1,0 +1,237 @@
+//! `ketama route` end to end, on the real binary.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn ketama() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_ketama"))
+}
+
+fn golden(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ketama/tests/data/nginx")
+        .join(name)
+}
+
+/// Runs `ketama ARGS` with `input` on stdin; returns (status, stdout, stderr).
+fn run(args: &[&str], input: &[u8]) -> (i32, String, String) {
+    let mut child = ketama()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let writer = std::thread::spawn(move || {
+        let _ = stdin.write_all(&input);
+    });
+    let out = child.wait_with_output().unwrap();
+    writer.join().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn servers_file(text: &str) -> tempfile::NamedTempFile {
+    let mut f = tempfile::NamedTempFile::new().unwrap();
+    f.write_all(text.as_bytes()).unwrap();
+    f
+}
+
+#[test]
+fn routes_like_nginx_on_the_golden_traces() {
+    for n in 1..=3 {
+        let trace = std::fs::read_to_string(golden(&format!("golden-{n}.csv"))).unwrap();
+        let (uris, want): (Vec<&str>, Vec<&str>) =
+            trace.lines().map(|l| l.rsplit_once(',').unwrap()).unzip();
+        let servers = golden(&format!("golden-{n}.servers"));
+        for layout in ["wide", "packed"] {
+            let input = uris.join("\n") + "\n";
+            let (code, out, err) = run(
+                &[
+                    "route",
+                    "--servers",
+                    servers.to_str().unwrap(),
+                    "--layout",
+                    layout,
+                ],
+                input.as_bytes(),
+            );
+            assert_eq!(code, 0, "{err}");
+            assert_eq!(out.lines().collect::<Vec<_>>(), want, "list {n} {layout}");
+        }
+    }
+}
+
+#[test]
+fn line_handling() {
+    let f = servers_file("10.0.0.1:80\n10.0.0.2:80 3\n");
+    let path = f.path().to_str().unwrap();
+    let (_, want, _) = run(&["route", "--servers", path], b"a\n\nb\n");
+    let want: Vec<&str> = want.lines().collect();
+    assert_eq!(want.len(), 3);
+    // CRLF is LF; a last line without a newline is a key; empty line = empty key.
+    let (code, out, _) = run(&["route", "--servers", path], b"a\r\n\r\nb");
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().collect::<Vec<_>>(), want);
+    // No input, no output.
+    let (code, out, _) = run(&["route", "--servers", path], b"");
+    assert_eq!((code, out.as_str()), (0, ""));
+    // Only the \r right before \n is dropped: "k\r\r\n" is the key "k\r",
+    // which a final line without newline ("k\r") also is.
+    let (_, a, _) = run(&["route", "--servers", path], b"k\r\r\n");
+    let (_, b, _) = run(&["route", "--servers", path], b"k\r");
+    assert_eq!(a, b);
+    assert_eq!(a.lines().count(), 1);
+}
+
+#[test]
+fn replicas_and_dashes() {
+    let f = servers_file("10.0.0.1:80\n10.0.0.2:80\n10.0.0.3:80 down\n10.0.0.4:80 0\n");
+    let path = f.path().to_str().unwrap();
+    let (code, out, _) = run(&["route", "--servers", path, "--replicas", "5"], b"x\ny\n");
+    assert_eq!(code, 0);
+    for line in out.lines() {
+        let mut parts: Vec<&str> = line.split(' ').collect();
+        assert_eq!(parts.len(), 2, "{line}: only two nodes can serve");
+        parts.sort();
+        assert_eq!(parts, ["10.0.0.1:80", "10.0.0.2:80"]);
+    }
+    let (code, first, _) = run(&["route", "--servers", path], b"x\ny\n");
+    assert_eq!(code, 0);
+    let heads: Vec<&str> = out.lines().map(|l| l.split(' ').next().unwrap()).collect();
+    assert_eq!(first.lines().collect::<Vec<_>>(), heads);
+
+    let empty = servers_file("# nothing serves\n10.0.0.1:80 0\n10.0.0.2:80 down\n");
+    let p = empty.path().to_str().unwrap();
+    let (code, out, _) = run(&["route", "--servers", p], b"x\ny\n");
+    assert_eq!((code, out.as_str()), (0, "-\n-\n"));
+    let (code, out, _) = run(&["route", "--servers", p, "--replicas", "2"], b"x\n");
+    assert_eq!((code, out.as_str()), (0, "-\n"));
+}
+
+#[test]
+fn answers_before_blocking_on_input() {
+    let f = servers_file("10.0.0.1:80\n10.0.0.2:80\n");
+    let mut child = ketama()
+        .args(["route", "--servers", f.path().to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            tx.send(line.unwrap()).unwrap();
+        }
+    });
+    for key in ["one", "two", "three"] {
+        stdin.write_all(format!("{key}\n").as_bytes()).unwrap();
+        stdin.flush().unwrap();
+        let answer = rx
+            .recv_timeout(Duration::from_secs(20))
+            .expect("an answer while stdin is still open");
+        assert!(answer.starts_with("10.0.0."), "{answer}");
+    }
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn closed_stdout_ends_quietly() {
+    let f = servers_file("10.0.0.1:80\n10.0.0.2:80\n");
+    let mut child = ketama()
+        .args(["route", "--servers", f.path().to_str().unwrap()])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let writer = std::thread::spawn(move || {
+        let keys: String = (0..200_000).map(|i| format!("/k/{i}\n")).collect();
+        let _ = stdin.write_all(keys.as_bytes());
+    });
+    let mut first = [0u8; 16];
+    stdout.read_exact(&mut first).unwrap();
+    drop(stdout); // like `| head -c 16`
+    let status = child.wait().unwrap();
+    writer.join().unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "{status:?} {err}");
+    assert_eq!(err, "");
+}
+
+#[test]
+fn errors_name_the_input() {
+    let (code, _, err) = run(&["route", "--servers", "/nonexistent/servers.txt"], b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("/nonexistent/servers.txt"), "{err}");
+
+    let f = servers_file("10.0.0.1:80\n10.0.0.2:80 color=blue\n");
+    let p = f.path().to_str().unwrap();
+    let (code, _, err) = run(&["route", "--servers", p], b"x\n");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("{p}:2: unknown key \"color\"")),
+        "{err}"
+    );
+
+    let f = servers_file("10.0.0.1:80\n10.0.0.1:80\n");
+    let (code, _, err) = run(&["route", "--servers", f.path().to_str().unwrap()], b"x\n");
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(":2: duplicate server \"10.0.0.1:80\""),
+        "{err}"
+    );
+
+    let f = servers_file("cache.example:80\n");
+    let (code, _, err) = run(
+        &[
+            "route",
+            "--servers",
+            f.path().to_str().unwrap(),
+            "--compat",
+            "pingora-v2",
+        ],
+        b"x\n",
+    );
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("cache.example:80") && err.contains("not a socket address"),
+        "{err}"
+    );
+
+    let (code, _, err) = run(&["route", "--servers", p, "--compat", "haproxy"], b"");
+    assert_eq!(code, 2);
+    assert!(err.contains("haproxy"), "{err}");
+
+    let f = servers_file("10.0.0.1:80\n");
+    let (code, _, err) = run(
+        &[
+            "route",
+            "--servers",
+            f.path().to_str().unwrap(),
+            "--replicas",
+            "0",
+        ],
+        b"",
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("--replicas"), "{err}");
+}
