@@ -9,12 +9,16 @@
 //! |----------|------|-------|-------------|----------------|
 //! | `Wide`   | u32  | u32   | 8           | 2^32           |
 //! | `Packed` | u32  | u16   | 6           | 65,536         |
+//! | `Compact`| see [`crate::compact`] | | ~3.5-3.8 | 2^32         |
 //!
 //! `Packed` spends the same 6 bytes as pingora-ketama's `PointV2`
 //! (`[u8; 6]`: hash then u16 node), split into two arrays instead of one.
 
 use std::fmt;
 use std::str::FromStr;
+
+use crate::compact::Compact;
+use crate::sort;
 
 /// A ring's storage layout. See the [module docs](self) for the byte counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -25,17 +29,21 @@ pub enum Layout {
     Wide,
     /// u32 hash + u16 node index: 6 B/point, at most 65,536 nodes.
     Packed,
+    /// Bucket index and bit-packed entries: about 3.5 to 3.8 B/point at
+    /// 16+ points per node, any node count. See [`crate::compact`].
+    Compact,
 }
 
 impl Layout {
     /// Every layout, in the order tools list them.
-    pub const ALL: [Layout; 2] = [Layout::Wide, Layout::Packed];
+    pub const ALL: [Layout; 3] = [Layout::Wide, Layout::Packed, Layout::Compact];
 
     /// The most nodes (counting weight-0 ones) a ring in this layout holds.
     pub fn max_nodes(self) -> usize {
         match self {
             Layout::Wide => u32::MAX as usize,
             Layout::Packed => 1 << 16,
+            Layout::Compact => u32::MAX as usize,
         }
     }
 
@@ -44,6 +52,7 @@ impl Layout {
         match self {
             Layout::Wide => "wide",
             Layout::Packed => "packed",
+            Layout::Compact => "compact",
         }
     }
 }
@@ -56,7 +65,7 @@ impl fmt::Display for Layout {
 
 /// The error for an unknown layout name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown layout {0:?}: expected one of wide, packed")]
+#[error("unknown layout {0:?}: expected one of wide, packed, compact")]
 pub struct UnknownLayout(pub String);
 
 impl FromStr for Layout {
@@ -69,61 +78,78 @@ impl FromStr for Layout {
     }
 }
 
-/// The owners of the points, in the width the layout chose.
-#[derive(Clone, Debug)]
-pub(crate) enum Owners {
-    Wide(Box<[u32]>),
-    Packed(Box<[u16]>),
-}
-
 /// Sorted, deduplicated points in a layout.
 #[derive(Clone, Debug)]
-pub(crate) struct Points {
-    hashes: Box<[u32]>,
-    owners: Owners,
+pub(crate) enum Points {
+    /// Dense hashes and u32 owners.
+    Wide {
+        hashes: Box<[u32]>,
+        owners: Box<[u32]>,
+    },
+    /// Dense hashes and u16 owners.
+    Packed {
+        hashes: Box<[u32]>,
+        owners: Box<[u16]>,
+    },
+    /// See [`crate::compact`].
+    Compact(Compact),
 }
 
 impl Points {
-    /// Stores sorted, deduplicated packed points (see `sort::pack`).
-    /// The caller has checked that every node index fits the layout.
-    pub(crate) fn new(layout: Layout, sorted: &[u64]) -> Self {
-        let hashes = sorted.iter().map(|&p| crate::sort::hash_of(p)).collect();
-        let owners = match layout {
-            Layout::Wide => Owners::Wide(sorted.iter().map(|&p| crate::sort::node_of(p)).collect()),
-            Layout::Packed => Owners::Packed(
-                sorted
-                    .iter()
-                    .map(|&p| crate::sort::node_of(p) as u16)
-                    .collect(),
-            ),
-        };
-        Points { hashes, owners }
+    /// Stores sorted, deduplicated packed points (see `sort::pack`) owned by
+    /// nodes indexed below `nodes`. The caller has checked that every node
+    /// index fits the layout.
+    pub(crate) fn new(layout: Layout, sorted: &[u64], nodes: usize) -> Self {
+        let hashes = || sorted.iter().map(|&p| sort::hash_of(p)).collect();
+        match layout {
+            Layout::Wide => Points::Wide {
+                hashes: hashes(),
+                owners: sorted.iter().map(|&p| sort::node_of(p)).collect(),
+            },
+            Layout::Packed => Points::Packed {
+                hashes: hashes(),
+                owners: sorted.iter().map(|&p| sort::node_of(p) as u16).collect(),
+            },
+            Layout::Compact => Points::Compact(Compact::new(sorted, nodes)),
+        }
     }
 
     #[inline]
     pub(crate) fn len(&self) -> usize {
-        self.hashes.len()
+        match self {
+            Points::Wide { hashes, .. } | Points::Packed { hashes, .. } => hashes.len(),
+            Points::Compact(c) => c.len(),
+        }
     }
 
+    /// The hash of point `i`: `O(1)`, or `O(log B)` in `Compact`.
     #[inline]
     pub(crate) fn hash(&self, i: usize) -> u32 {
-        self.hashes[i]
+        match self {
+            Points::Wide { hashes, .. } | Points::Packed { hashes, .. } => hashes[i],
+            Points::Compact(c) => c.hash(i),
+        }
     }
 
     #[inline]
     pub(crate) fn node(&self, i: usize) -> usize {
-        match &self.owners {
-            Owners::Wide(o) => o[i] as usize,
-            Owners::Packed(o) => o[i] as usize,
+        match self {
+            Points::Wide { owners, .. } => owners[i] as usize,
+            Points::Packed { owners, .. } => owners[i] as usize,
+            Points::Compact(c) => c.node(i),
         }
     }
 
     /// Index of the first point whose hash is >= `hash`, wrapping to 0 past
-    /// the last point. `O(log n)`. The ring must not be empty.
+    /// the last point. The ring must not be empty.
     #[inline]
     pub(crate) fn search(&self, hash: u32) -> usize {
-        let i = self.hashes.partition_point(|&h| h < hash);
-        if i == self.hashes.len() {
+        let hashes = match self {
+            Points::Wide { hashes, .. } | Points::Packed { hashes, .. } => hashes,
+            Points::Compact(c) => return c.search(hash),
+        };
+        let i = hashes.partition_point(|&h| h < hash);
+        if i == hashes.len() {
             0
         } else {
             i
@@ -132,10 +158,10 @@ impl Points {
 
     /// Heap bytes held by the points.
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.hashes.len() * 4
-            + match &self.owners {
-                Owners::Wide(o) => o.len() * 4,
-                Owners::Packed(o) => o.len() * 2,
-            }
+        match self {
+            Points::Wide { hashes, owners } => hashes.len() * 4 + owners.len() * 4,
+            Points::Packed { hashes, owners } => hashes.len() * 4 + owners.len() * 2,
+            Points::Compact(c) => c.heap_bytes(),
+        }
     }
 }

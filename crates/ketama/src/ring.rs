@@ -129,7 +129,7 @@ impl RingBuilder {
         }
         sort::dedup_first(&mut points);
 
-        let points = Points::new(self.layout, &points);
+        let points = Points::new(self.layout, &points, nodes.len());
         Ok(Ring::assemble(nodes, points, *self, generated))
     }
 

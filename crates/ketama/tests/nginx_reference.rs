@@ -131,6 +131,7 @@ fn a_million_nodes_route_correctly_in_wide() {
         })
         .collect();
     check_against_reference(&nodes, 1, Layout::Wide, 20_000, 61);
+    check_against_reference(&nodes, 1, Layout::Compact, 20_000, 61);
 
     let err = RingBuilder::new()
         .layout(Layout::Packed)
