@@ -12,7 +12,7 @@ pub struct RingArgs {
     /// Hashing scheme: nginx, pingora-v1 or pingora-v2.
     #[arg(long, default_value = "nginx")]
     pub compat: Compat,
-    /// Storage layout: wide or packed (routing is the same in every layout).
+    /// Storage layout: wide, packed or compact (routing is the same in every layout).
     #[arg(long, default_value = "wide")]
     pub layout: Layout,
     /// Points per weight unit.

@@ -36,7 +36,7 @@ pub fn run(args: RouteArgs) -> anyhow::Result<()> {
     let mut out = io::BufWriter::with_capacity(CHUNK, stdout.lock());
     let mut pending: Vec<u8> = Vec::with_capacity(2 * CHUNK);
     let mut chunk = vec![0u8; CHUNK];
-    let replicas = args.replicas;
+    let mut batch = Batch::default();
     loop {
         let n = match input.read(&mut chunk) {
             Ok(n) => n,
@@ -45,7 +45,8 @@ pub fn run(args: RouteArgs) -> anyhow::Result<()> {
         };
         if n == 0 {
             if !pending.is_empty() {
-                answer(&ring, &pending, replicas, &mut out)?;
+                batch.keys.push((0, pending.len()));
+                batch.answer(&ring, &pending, args.replicas, &mut out)?;
             }
             out.flush()?;
             return Ok(());
@@ -53,42 +54,74 @@ pub fn run(args: RouteArgs) -> anyhow::Result<()> {
         pending.extend_from_slice(&chunk[..n]);
         let mut start = 0;
         while let Some(len) = pending[start..].iter().position(|&b| b == b'\n') {
-            let mut key = &pending[start..start + len];
-            if let [rest @ .., b'\r'] = key {
-                key = rest;
-            }
-            answer(&ring, key, replicas, &mut out)?;
-            start += len + 1;
+            let end = start + len;
+            let key_end = if end > start && pending[end - 1] == b'\r' {
+                end - 1
+            } else {
+                end
+            };
+            batch.keys.push((start, key_end));
+            start = end + 1;
         }
+        batch.answer(&ring, &pending, args.replicas, &mut out)?;
         pending.drain(..start);
         out.flush()?;
     }
 }
 
-fn answer(
-    ring: &Ring,
-    key: &[u8],
-    replicas: Option<usize>,
-    out: &mut impl Write,
-) -> io::Result<()> {
-    match replicas {
-        None => match ring.node(key) {
-            Some(n) => out.write_all(n.server().as_bytes())?,
-            None => out.write_all(b"-")?,
-        },
-        Some(r) => {
-            let mut any = false;
-            for n in ring.failover(key).take(r) {
-                if any {
-                    out.write_all(b" ")?;
+/// The keys of one chunk of input (as byte ranges of the pending buffer),
+/// looked up together so that their memory accesses overlap.
+#[derive(Default)]
+struct Batch {
+    keys: Vec<(usize, usize)>,
+    hashes: Vec<u32>,
+    nodes: Vec<Option<usize>>,
+}
+
+impl Batch {
+    fn answer(
+        &mut self,
+        ring: &Ring,
+        buf: &[u8],
+        replicas: Option<usize>,
+        out: &mut impl Write,
+    ) -> io::Result<()> {
+        match replicas {
+            None => {
+                self.hashes.clear();
+                self.hashes
+                    .extend(self.keys.iter().map(|&(s, e)| Ring::hash_key(&buf[s..e])));
+                ring.node_indices_for_hashes(&self.hashes, &mut self.nodes);
+                for n in &self.nodes {
+                    match n {
+                        Some(i) => out.write_all(ring.nodes()[*i].server().as_bytes())?,
+                        None => out.write_all(b"-")?,
+                    }
+                    out.write_all(b"\n")?;
                 }
-                out.write_all(n.server().as_bytes())?;
-                any = true;
             }
-            if !any {
-                out.write_all(b"-")?;
+            Some(r) => {
+                for &(s, e) in &self.keys {
+                    answer_replicas(ring, &buf[s..e], r, out)?;
+                }
             }
         }
+        self.keys.clear();
+        Ok(())
+    }
+}
+
+fn answer_replicas(ring: &Ring, key: &[u8], r: usize, out: &mut impl Write) -> io::Result<()> {
+    let mut any = false;
+    for n in ring.failover(key).take(r) {
+        if any {
+            out.write_all(b" ")?;
+        }
+        out.write_all(n.server().as_bytes())?;
+        any = true;
+    }
+    if !any {
+        out.write_all(b"-")?;
     }
     out.write_all(b"\n")
 }

@@ -51,7 +51,7 @@ fn routes_like_nginx_on_the_golden_traces() {
         let (uris, want): (Vec<&str>, Vec<&str>) =
             trace.lines().map(|l| l.rsplit_once(',').unwrap()).unzip();
         let servers = golden(&format!("golden-{n}.servers"));
-        for layout in ["wide", "packed"] {
+        for layout in ["wide", "packed", "compact"] {
             let input = uris.join("\n") + "\n";
             let (code, out, err) = run(
                 &[

@@ -193,6 +193,25 @@ impl Compact {
         }
     }
 
+    /// [`search`](Self::search) for up to `GROUP` hashes: every bucket's
+    /// bounds are loaded first (independent loads that overlap), then each
+    /// bucket is scanned.
+    pub(crate) fn search_group(&self, qs: &[u32], out: &mut [usize]) {
+        let mut bounds = [(0usize, 0usize); crate::layout::GROUP];
+        for (b, &q) in bounds.iter_mut().zip(qs) {
+            let bucket = (q as u64 >> self.rem_bits) as usize;
+            *b = (self.start(bucket), self.start(bucket + 1));
+        }
+        for ((o, &(start, end)), &q) in out.iter_mut().zip(&bounds).zip(qs) {
+            let low = q as u64 & mask(self.rem_bits);
+            let mut i = start;
+            while i < end && self.entry(i) >> self.node_bits < low {
+                i += 1;
+            }
+            *o = if i == self.len { 0 } else { i };
+        }
+    }
+
     pub(crate) fn heap_bytes(&self) -> usize {
         self.entries.len() + self.offsets.len() + self.bases.len() * 4
     }

@@ -156,6 +156,26 @@ impl Points {
         }
     }
 
+    /// [`search`](Self::search) for many hashes at once, written to `out`
+    /// (same length). Groups of [`GROUP`] searches advance in lock step, so
+    /// the memory loads of independent keys overlap instead of waiting on
+    /// each other.
+    pub(crate) fn search_batch(&self, hashes: &[u32], out: &mut [usize]) {
+        debug_assert_eq!(hashes.len(), out.len());
+        match self {
+            Points::Wide { hashes: points, .. } | Points::Packed { hashes: points, .. } => {
+                for (qs, os) in hashes.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+                    search_group(points, qs, os);
+                }
+            }
+            Points::Compact(c) => {
+                for (qs, os) in hashes.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+                    c.search_group(qs, os);
+                }
+            }
+        }
+    }
+
     /// Heap bytes held by the points.
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
@@ -163,5 +183,30 @@ impl Points {
             Points::Packed { hashes, owners } => hashes.len() * 4 + owners.len() * 2,
             Points::Compact(c) => c.heap_bytes(),
         }
+    }
+}
+
+/// Keys searched in lock step by the batch lookups.
+pub(crate) const GROUP: usize = 16;
+
+/// Branch-free binary searches of up to [`GROUP`] hashes in lock step: every
+/// search halves the same range length each round, so each round issues
+/// `qs.len()` independent loads.
+fn search_group(points: &[u32], qs: &[u32], out: &mut [usize]) {
+    let n = points.len();
+    let mut base = [0usize; GROUP];
+    let mut len = n;
+    while len > 1 {
+        let half = len / 2;
+        for (b, &q) in base.iter_mut().zip(qs) {
+            if points[*b + half - 1] < q {
+                *b += half;
+            }
+        }
+        len -= half;
+    }
+    for ((o, &b), &q) in out.iter_mut().zip(&base).zip(qs) {
+        let i = b + (points[b] < q) as usize;
+        *o = if i == n { 0 } else { i };
     }
 }

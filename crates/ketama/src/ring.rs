@@ -377,6 +377,41 @@ impl Ring {
         self.walk_from(pos).next()
     }
 
+    /// Looks up many precomputed hashes at once: `out` is cleared and gets
+    /// one entry per hash, as [`node_index_for_hash`](Self::node_index_for_hash)
+    /// would answer. Independent keys' memory accesses overlap (groups of 16
+    /// searched in lock step), which on rings larger than the CPU caches is
+    /// several times the throughput of one lookup after another.
+    pub fn node_indices_for_hashes(&self, hashes: &[u32], out: &mut Vec<Option<usize>>) {
+        out.clear();
+        if self.points.len() == 0 {
+            out.resize(hashes.len(), None);
+            return;
+        }
+        let mut pos = [0usize; crate::layout::GROUP];
+        for qs in hashes.chunks(crate::layout::GROUP) {
+            let pos = &mut pos[..qs.len()];
+            self.points.search_batch(qs, pos);
+            out.extend(pos.iter().map(|&p| {
+                let n = self.points.node(p);
+                if self.nodes[n].is_down() {
+                    self.walk_from(p).next()
+                } else {
+                    Some(n)
+                }
+            }));
+        }
+    }
+
+    /// The node for each key, looked up as a batch (see
+    /// [`node_indices_for_hashes`](Self::node_indices_for_hashes)).
+    pub fn nodes_for_keys<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Option<&Node>> {
+        let hashes: Vec<u32> = keys.iter().map(|k| Self::hash_key(k.as_ref())).collect();
+        let mut idx = Vec::with_capacity(keys.len());
+        self.node_indices_for_hashes(&hashes, &mut idx);
+        idx.into_iter().map(|i| i.map(|i| &self.nodes[i])).collect()
+    }
+
     /// Every distinct serving node once, in ring order from the key's point:
     /// the key's node first, then where it would fail over to. `down` nodes
     /// are skipped. Ends after the last distinct node (unlike pingora's

@@ -57,6 +57,14 @@ fn compare(c: &Case, ring: &Ring, theirs: &Continuum, seed: u64, keys: usize) ->
             mismatches += 1;
         }
     }
+    // The batch lookup agrees with pingora too.
+    let mut r = rng(seed);
+    let keys: Vec<Vec<u8>> = (0..keys).map(|_| random_key(&mut r)).collect();
+    for (key, got) in keys.iter().zip(ring.nodes_for_keys(&keys)) {
+        if addr_of(got) != theirs.node(key) {
+            mismatches += 1;
+        }
+    }
     let collided = Reference::collided(&c.nodes, ring.point_multiple(), Prefix::Pingora);
     for (i, &h) in collided.iter().enumerate() {
         let key = forge_key(&i.to_string(), h);
