@@ -6,8 +6,13 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod alloc;
 mod args;
+mod bench;
 mod route;
+
+#[global_allocator]
+static GLOBAL: alloc::Counting = alloc::Counting;
 
 /// Consistent hashing identical to nginx and pingora-ketama.
 #[derive(Parser, Debug)]
@@ -21,12 +26,16 @@ struct Cli {
 enum Command {
     /// Route keys read from stdin (one per line) to servers.
     Route(route::RouteArgs),
+    /// Build and query the same ring with each ketama layout and with
+    /// pingora-ketama v1 and v2; print a markdown table of medians.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Route(a) => route::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -16,8 +16,8 @@
 //!   base per superblock of `S = 2^s` buckets, and per bucket a `k`-bit
 //!   offset from its superblock's base, `k` being the bits the largest such
 //!   offset needs. `(B + 1) * k + (B / S + 1) * 32` bits.
-//! - 8 bytes of padding after each packed array, so that every field is
-//!   read as one unaligned little-endian u64 (fields are at most 57 bits).
+//! - fields are read from 64-bit words, two adjacent loads combined; each
+//!   array ends with a padding word so the second load stays in bounds.
 //!
 //! Bytes per point are therefore
 //! `(w + (k + 32 / S) * B / P) / 8`. The build tries every `b` around
@@ -52,17 +52,23 @@ pub(crate) struct Compact {
     width: u32,
     sb_shift: u32,
     off_bits: u32,
-    entries: Box<[u8]>,
-    offsets: Box<[u8]>,
+    entries: Box<[u64]>,
+    offsets: Box<[u64]>,
     bases: Box<[u32]>,
+    /// Average points per bucket, in 1/65536ths.
+    per_bucket: u64,
 }
 
-/// Reads the `bits`-bit field at bit position `pos` of `data`.
+/// Reads the `bits`-bit field (at most 57 bits) at bit `pos` of `words`.
+/// The array ends with a padding word, so the second load is always in
+/// bounds.
 #[inline(always)]
-fn read(data: &[u8], pos: usize, bits: u32) -> u64 {
-    let byte = pos / 8;
-    let word = u64::from_le_bytes(data[byte..byte + 8].try_into().expect("8 bytes"));
-    (word >> (pos % 8)) & mask(bits)
+fn read(words: &[u64], pos: usize, bits: u32) -> u64 {
+    let (w, o) = (pos / 64, (pos % 64) as u32);
+    let lo = words[w] >> o;
+    // `<< 1 << (63 - o)` is `<< (64 - o)`, and 0 when `o` is 0.
+    let hi = words[w + 1] << 1 << (63 - o);
+    (lo | hi) & mask(bits)
 }
 
 #[inline(always)]
@@ -74,13 +80,31 @@ fn mask(bits: u32) -> u64 {
     }
 }
 
-fn write(data: &mut [u8], pos: usize, bits: u32, value: u64) {
-    debug_assert!(value <= mask(bits));
-    for i in 0..bits as usize {
-        if value >> i & 1 == 1 {
-            let p = pos + i;
-            data[p / 8] |= 1 << (p % 8);
+/// Appends bit fields back to back into a pre-sized word array.
+struct BitWriter {
+    words: Vec<u64>,
+    pos: usize,
+}
+
+impl BitWriter {
+    fn with_bits(total_bits: usize) -> Self {
+        BitWriter {
+            // One spare word for a field's spill and one of padding.
+            words: vec![0; total_bits.div_ceil(64) + 2],
+            pos: 0,
         }
+    }
+
+    #[inline(always)]
+    fn push(&mut self, value: u64, width: u32) {
+        let (w, o) = (self.pos / 64, (self.pos % 64) as u32);
+        self.words[w] |= value << o;
+        self.words[w + 1] |= value >> 1 >> (63 - o);
+        self.pos += width as usize;
+    }
+
+    fn finish(self) -> Box<[u64]> {
+        self.words.into_boxed_slice()
     }
 }
 
@@ -92,34 +116,54 @@ fn bits_for(x: u64) -> u32 {
 impl Compact {
     /// Packs sorted, deduplicated points (see `sort::pack`) owned by nodes
     /// indexed below `nodes`.
-    pub(crate) fn new(sorted: &[u64], nodes: usize) -> Self {
+    pub(crate) fn new(sorted: Vec<u64>, nodes: usize) -> Self {
         let len = sorted.len();
         let node_bits = bits_for(nodes.saturating_sub(1) as u64);
-        let (bucket_bits, sb_shift, off_bits) = choose(sorted, node_bits);
+        let (bucket_bits, sb_shift, off_bits) = choose(&sorted, node_bits);
         let rem_bits = 32 - bucket_bits;
         let width = rem_bits + node_bits;
         let buckets = 1usize << bucket_bits;
 
-        let mut entries = vec![0u8; (len * width as usize).div_ceil(8) + 8];
-        for (i, &p) in sorted.iter().enumerate() {
-            let rem = sort::hash_of(p) as u64 & mask(rem_bits);
-            let e = rem << node_bits | sort::node_of(p) as u64;
-            write(&mut entries, i * width as usize, width, e);
-        }
-
-        let mut offsets = vec![0u8; ((buckets + 1) * off_bits as usize).div_ceil(8) + 8];
+        // One pass: each point's entry, and each bucket's offset as soon as
+        // the first point past it (or the end) shows where it starts. The
+        // entries are written over the sorted points themselves: entry `i`
+        // ends before bit `64 * (i + 1)`, so a word is only written once the
+        // point stored there has been read. No second ring-sized buffer.
+        let mut offsets = BitWriter::with_bits((buckets + 1) * off_bits as usize);
         let mut bases = vec![0u32; (buckets >> sb_shift) + 1];
-        let mut i = 0usize;
-        for j in 0..=buckets {
-            while i < len && ((sort::hash_of(sorted[i]) as u64) >> rem_bits) < j as u64 {
-                i += 1;
+        let sb_mask = (1usize << sb_shift) - 1;
+        let mut next = 0usize; // the next bucket whose start is unwritten
+        let mut start_at = |upto: usize, i: usize, offsets: &mut BitWriter| {
+            while next <= upto {
+                if next & sb_mask == 0 {
+                    bases[next >> sb_shift] = i as u32;
+                }
+                offsets.push((i - bases[next >> sb_shift] as usize) as u64, off_bits);
+                next += 1;
             }
-            if j & ((1 << sb_shift) - 1) == 0 {
-                bases[j >> sb_shift] = i as u32;
+        };
+        let mut words = sorted;
+        let (mut acc, mut acc_bits, mut k) = (0u128, 0u32, 0usize);
+        for i in 0..len {
+            let h = sort::hash_of(words[i]) as u64;
+            let node = sort::node_of(words[i]) as u64;
+            start_at((h >> rem_bits) as usize, i, &mut offsets);
+            acc |= (((h & mask(rem_bits)) << node_bits | node) as u128) << acc_bits;
+            acc_bits += width;
+            if acc_bits >= 64 {
+                words[k] = acc as u64;
+                k += 1;
+                acc >>= 64;
+                acc_bits -= 64;
             }
-            let off = i - bases[j >> sb_shift] as usize;
-            write(&mut offsets, j * off_bits as usize, off_bits, off as u64);
         }
+        start_at(buckets, len, &mut offsets);
+        words.truncate(k);
+        // The partial last word, then padding for the reader's second load.
+        words.extend_from_slice(&[acc as u64, 0]);
+        words.shrink_to_fit();
+        let entries = words.into_boxed_slice();
+        let offsets = offsets.finish();
         Compact {
             len,
             rem_bits,
@@ -127,9 +171,10 @@ impl Compact {
             width,
             sb_shift,
             off_bits,
-            entries: entries.into_boxed_slice(),
-            offsets: offsets.into_boxed_slice(),
+            entries,
+            offsets,
             bases: bases.into_boxed_slice(),
+            per_bucket: ((len as u64) << 16) >> bucket_bits,
         }
     }
 
@@ -180,6 +225,15 @@ impl Compact {
     pub(crate) fn search(&self, hash: u32) -> usize {
         let bucket = (hash as u64 >> self.rem_bits) as usize;
         let low = hash as u64 & mask(self.rem_bits);
+        // Touch the entry where the bucket is expected to start (its
+        // superblock's base plus the average bucket size times its place in
+        // the superblock) before the bucket's offset arrives: both loads
+        // then wait on memory together instead of one after the other, and
+        // the real start is nearly always on the same cache line.
+        let sb = bucket >> self.sb_shift;
+        let within = (bucket & ((1 << self.sb_shift) - 1)) as u64;
+        let guess = self.bases[sb] as usize + ((within * self.per_bucket) >> 16) as usize;
+        std::hint::black_box(self.entry(guess.min(self.len)));
         let (start, end) = (self.start(bucket), self.start(bucket + 1));
         for i in start..end {
             if self.entry(i) >> self.node_bits >= low {
@@ -213,53 +267,60 @@ impl Compact {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        self.entries.len() + self.offsets.len() + self.bases.len() * 4
+        (self.entries.len() + self.offsets.len()) * 8 + self.bases.len() * 4
     }
 }
 
 /// Picks bucket bits, superblock shift and offset bits that make the
-/// structure smallest.
+/// structure smallest, trying bucket bits from `log2 P - 4` to `log2 P - 1`
+/// (2 to 16 points a bucket) and superblocks of 8 to 128 buckets.
+///
+/// A bucket's offset from its superblock's base is at most the
+/// superblock's point count, so the offset width is taken from the fullest
+/// superblock (at most one bit more than the tightest bound). Superblock
+/// counts at every size are sums of one small histogram of the top
+/// `log2 P - 4` bits. Cost: one pass over the points.
 fn choose(sorted: &[u64], node_bits: u32) -> (u32, u32, u32) {
+    const SHIFTS: std::ops::RangeInclusive<u32> = 3..=7;
     let len = sorted.len() as u64;
-    // Around log2(P): fewer buckets cost remainder bits, more cost offsets.
-    let centre = bits_for(len.max(1)).clamp(MIN_BUCKET_BITS, MAX_BUCKET_BITS);
-    let lo = centre.saturating_sub(4).max(MIN_BUCKET_BITS);
-    let hi = (centre + 1).min(MAX_BUCKET_BITS);
+    let centre = bits_for(len.max(1));
+    let hi = centre
+        .saturating_sub(1)
+        .clamp(MIN_BUCKET_BITS, MAX_BUCKET_BITS);
+    let lo = centre.saturating_sub(4).clamp(MIN_BUCKET_BITS, hi);
 
-    // Bucket counts at the finest resolution; coarser ones are sums.
-    let mut counts = vec![0u32; 1 << hi];
+    // Point counts of the superblocks at resolution `res` bits, for every
+    // `res` from `hi - 3` down to `lo - 7`, as one histogram halved in place.
+    let finest = hi - *SHIFTS.start();
+    let mut counts = vec![0u32; 1 << finest];
     for &p in sorted {
-        counts[(sort::hash_of(p) >> (32 - hi)) as usize] += 1;
+        counts[(sort::hash_of(p) >> (32 - finest)) as usize] += 1;
     }
-    let mut best: Option<(u64, (u32, u32, u32))> = None;
-    let mut b = hi;
+    let mut fullest = [0u64; 33];
+    let mut n = counts.len();
+    let mut res = finest;
     loop {
-        let width = (32 - b + node_bits) as u64;
-        for sb_shift in 3..=7u32 {
-            let sb = 1usize << sb_shift;
-            // Largest offset of a bucket start from its superblock's base:
-            // the points in the superblock's buckets before it.
-            let mut max_off = 0u64;
-            for chunk in counts.chunks(sb) {
-                let mut run = 0u64;
-                for &c in &chunk[..chunk.len() - 1] {
-                    run += c as u64;
-                }
-                max_off = max_off.max(run);
-            }
-            let off_bits = bits_for(max_off);
-            let buckets = counts.len() as u64;
-            let bits =
-                len * width + (buckets + 1) * off_bits as u64 + ((buckets >> sb_shift) + 1) * 32;
-            if best.is_none_or(|(bb, _)| bits < bb) {
-                best = Some((bits, (b, sb_shift, off_bits)));
-            }
-        }
-        if b == lo {
+        fullest[res as usize] = counts[..n].iter().copied().max().unwrap_or(0) as u64;
+        if res == 0 || res + SHIFTS.end() <= lo {
             break;
         }
-        b -= 1;
-        counts = counts.chunks(2).map(|c| c[0] + c[1]).collect();
+        n /= 2;
+        for j in 0..n {
+            counts[j] = counts[2 * j] + counts[2 * j + 1];
+        }
+        res -= 1;
+    }
+    let mut best: Option<(u64, (u32, u32, u32))> = None;
+    for b in lo..=hi {
+        let width = (32 - b + node_bits) as u64;
+        let buckets = 1u64 << b;
+        for s in SHIFTS {
+            let off_bits = bits_for(fullest[(b - s) as usize]);
+            let bits = len * width + (buckets + 1) * off_bits as u64 + ((buckets >> s) + 1) * 32;
+            if best.is_none_or(|(bb, _)| bits < bb) {
+                best = Some((bits, (b, s, off_bits)));
+            }
+        }
     }
     best.expect("at least one candidate").1
 }
@@ -278,7 +339,7 @@ mod tests {
             .collect();
         sorted.sort_unstable();
         sorted.dedup_by_key(|p| sort::hash_of(*p));
-        let c = Compact::new(&sorted, nodes);
+        let c = Compact::new(sorted.clone(), nodes);
         assert_eq!(c.len(), sorted.len());
         for (i, &p) in sorted.iter().enumerate() {
             assert_eq!(c.hash(i), sort::hash_of(p), "hash of point {i}");
@@ -342,9 +403,9 @@ mod tests {
         let mut sorted: Vec<u64> = (0..1_600_000u32)
             .map(|i| sort::pack(rng.random(), i % 10_000))
             .collect();
-        sort::sort_points(&mut sorted);
-        sort::dedup_first(&mut sorted);
-        let c = Compact::new(&sorted, 10_000);
+        sorted.sort_unstable();
+        sorted.dedup_by_key(|p| sort::hash_of(*p));
+        let c = Compact::new(sorted.clone(), 10_000);
         let per_point = c.heap_bytes() as f64 / sorted.len() as f64;
         assert!(per_point < 3.8, "{per_point} B/point");
     }

@@ -1,9 +1,10 @@
 //! How a built ring stores its points. A layout never changes routing, only
 //! bytes and speed.
 //!
-//! Both layouts keep the sorted point hashes in one dense `u32` array (the
-//! binary search touches only hashes, so a cache line holds 16 of them) and
-//! the owner of each point in a parallel array:
+//! `Wide` keeps each point as one `u64`, `hash << 32 | node`: the very
+//! buffer the build sorted, so it costs no conversion. `Packed` keeps the
+//! sorted hashes in one dense `u32` array (the binary search touches only
+//! hashes, 16 to a cache line) and the owners in a parallel `u16` array:
 //!
 //! | layout   | hash | owner | bytes/point | nodes it holds |
 //! |----------|------|-------|-------------|----------------|
@@ -81,11 +82,10 @@ impl FromStr for Layout {
 /// Sorted, deduplicated points in a layout.
 #[derive(Clone, Debug)]
 pub(crate) enum Points {
-    /// Dense hashes and u32 owners.
-    Wide {
-        hashes: Box<[u32]>,
-        owners: Box<[u32]>,
-    },
+    /// `hash << 32 | node` per point: the build's own buffer, kept as is
+    /// (its spare capacity is the few points lost to collisions; shrinking
+    /// it would copy the whole ring).
+    Wide(Vec<u64>),
     /// Dense hashes and u16 owners.
     Packed {
         hashes: Box<[u32]>,
@@ -99,15 +99,11 @@ impl Points {
     /// Stores sorted, deduplicated packed points (see `sort::pack`) owned by
     /// nodes indexed below `nodes`. The caller has checked that every node
     /// index fits the layout.
-    pub(crate) fn new(layout: Layout, sorted: &[u64], nodes: usize) -> Self {
-        let hashes = || sorted.iter().map(|&p| sort::hash_of(p)).collect();
+    pub(crate) fn new(layout: Layout, sorted: Vec<u64>, nodes: usize) -> Self {
         match layout {
-            Layout::Wide => Points::Wide {
-                hashes: hashes(),
-                owners: sorted.iter().map(|&p| sort::node_of(p)).collect(),
-            },
+            Layout::Wide => Points::Wide(sorted),
             Layout::Packed => Points::Packed {
-                hashes: hashes(),
+                hashes: sorted.iter().map(|&p| sort::hash_of(p)).collect(),
                 owners: sorted.iter().map(|&p| sort::node_of(p) as u16).collect(),
             },
             Layout::Compact => Points::Compact(Compact::new(sorted, nodes)),
@@ -117,7 +113,8 @@ impl Points {
     #[inline]
     pub(crate) fn len(&self) -> usize {
         match self {
-            Points::Wide { hashes, .. } | Points::Packed { hashes, .. } => hashes.len(),
+            Points::Wide(p) => p.len(),
+            Points::Packed { hashes, .. } => hashes.len(),
             Points::Compact(c) => c.len(),
         }
     }
@@ -126,7 +123,8 @@ impl Points {
     #[inline]
     pub(crate) fn hash(&self, i: usize) -> u32 {
         match self {
-            Points::Wide { hashes, .. } | Points::Packed { hashes, .. } => hashes[i],
+            Points::Wide(p) => sort::hash_of(p[i]),
+            Points::Packed { hashes, .. } => hashes[i],
             Points::Compact(c) => c.hash(i),
         }
     }
@@ -134,7 +132,7 @@ impl Points {
     #[inline]
     pub(crate) fn node(&self, i: usize) -> usize {
         match self {
-            Points::Wide { owners, .. } => owners[i] as usize,
+            Points::Wide(p) => sort::node_of(p[i]) as usize,
             Points::Packed { owners, .. } => owners[i] as usize,
             Points::Compact(c) => c.node(i),
         }
@@ -144,12 +142,12 @@ impl Points {
     /// the last point. The ring must not be empty.
     #[inline]
     pub(crate) fn search(&self, hash: u32) -> usize {
-        let hashes = match self {
-            Points::Wide { hashes, .. } | Points::Packed { hashes, .. } => hashes,
+        let i = match self {
+            Points::Wide(p) => p.partition_point(|&x| sort::hash_of(x) < hash),
+            Points::Packed { hashes, .. } => hashes.partition_point(|&h| h < hash),
             Points::Compact(c) => return c.search(hash),
         };
-        let i = hashes.partition_point(|&h| h < hash);
-        if i == hashes.len() {
+        if i == self.len() {
             0
         } else {
             i
@@ -162,16 +160,11 @@ impl Points {
     /// each other.
     pub(crate) fn search_batch(&self, hashes: &[u32], out: &mut [usize]) {
         debug_assert_eq!(hashes.len(), out.len());
-        match self {
-            Points::Wide { hashes: points, .. } | Points::Packed { hashes: points, .. } => {
-                for (qs, os) in hashes.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-                    search_group(points, qs, os);
-                }
-            }
-            Points::Compact(c) => {
-                for (qs, os) in hashes.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
-                    c.search_group(qs, os);
-                }
+        for (qs, os) in hashes.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
+            match self {
+                Points::Wide(p) => search_group(p, sort::hash_of, qs, os),
+                Points::Packed { hashes, .. } => search_group(hashes, |h| h, qs, os),
+                Points::Compact(c) => c.search_group(qs, os),
             }
         }
     }
@@ -179,7 +172,7 @@ impl Points {
     /// Heap bytes held by the points.
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
-            Points::Wide { hashes, owners } => hashes.len() * 4 + owners.len() * 4,
+            Points::Wide(p) => p.capacity() * 8,
             Points::Packed { hashes, owners } => hashes.len() * 4 + owners.len() * 2,
             Points::Compact(c) => c.heap_bytes(),
         }
@@ -192,21 +185,21 @@ pub(crate) const GROUP: usize = 16;
 /// Branch-free binary searches of up to [`GROUP`] hashes in lock step: every
 /// search halves the same range length each round, so each round issues
 /// `qs.len()` independent loads.
-fn search_group(points: &[u32], qs: &[u32], out: &mut [usize]) {
+fn search_group<T: Copy>(points: &[T], key: impl Fn(T) -> u32, qs: &[u32], out: &mut [usize]) {
     let n = points.len();
     let mut base = [0usize; GROUP];
     let mut len = n;
     while len > 1 {
         let half = len / 2;
         for (b, &q) in base.iter_mut().zip(qs) {
-            if points[*b + half - 1] < q {
+            if key(points[*b + half - 1]) < q {
                 *b += half;
             }
         }
         len -= half;
     }
     for ((o, &b), &q) in out.iter_mut().zip(&base).zip(qs) {
-        let i = b + (points[b] < q) as usize;
+        let i = b + (key(points[b]) < q) as usize;
         *o = if i == n { 0 } else { i };
     }
 }

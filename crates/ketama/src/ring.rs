@@ -3,7 +3,7 @@
 use std::collections::HashMap;
 use std::net::SocketAddr;
 
-use crate::crc::{self, PointChain};
+use crate::crc::{self, ChainJob};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Points};
 use crate::node::{nginx_host_port, pingora_prefix, Node};
@@ -96,50 +96,42 @@ impl RingBuilder {
         let addrs = self.validate(&nodes)?;
         let total = self.count_points(&nodes)?;
         let generated = total;
-        let mut points: Vec<u64> = Vec::with_capacity(total as usize);
 
-        match self.compat {
-            Compat::Nginx => {
-                for (i, node) in nodes.iter().enumerate() {
-                    let (host, port) = nginx_host_port(node.server());
-                    self.push_chain(&mut points, i, node, &[host, b"\0", port]);
-                }
-                sort::sort_points(&mut points);
-            }
+        // Each point carries its node's rank in the tie order:
+        // configuration order for nginx (and for v1, whose sort then
+        // decides ties), address order for pingora v2. Among equal hashes
+        // the smallest rank wins.
+        let order: Vec<usize> = match self.compat {
+            Compat::Nginx | Compat::PingoraV1 => (0..nodes.len()).collect(),
             Compat::PingoraV2 => {
-                // Generate in address order so that the stable sort leaves the
-                // smallest address first among equal hashes.
-                let mut order: Vec<usize> = (0..nodes.len()).collect();
-                order.sort_by_key(|&i| addrs[i]);
-                let mut prefix = Vec::with_capacity(48);
-                for i in order {
-                    pingora_prefix(&addrs[i], &mut prefix);
-                    self.push_chain(&mut points, i, &nodes[i], &[&prefix]);
-                }
-                sort::sort_points(&mut points);
+                let mut o: Vec<usize> = (0..nodes.len()).collect();
+                o.sort_by_key(|&i| addrs[i]);
+                o
             }
-            Compat::PingoraV1 => {
-                let mut prefix = Vec::with_capacity(48);
-                for (i, node) in nodes.iter().enumerate() {
+        };
+        let mut prefix = Vec::with_capacity(48);
+        let jobs: Vec<ChainJob> = order
+            .iter()
+            .enumerate()
+            .map(|(rank, &i)| {
+                let count = nodes[i].weight() as u64 * self.point_multiple as u64;
+                if self.compat == Compat::Nginx {
+                    let (host, port) = nginx_host_port(nodes[i].server());
+                    ChainJob::new(&[host, b"\0", port], count, rank as u32)
+                } else {
                     pingora_prefix(&addrs[i], &mut prefix);
-                    self.push_chain(&mut points, i, node, &[&prefix]);
+                    ChainJob::new(&[&prefix], count, rank as u32)
                 }
-                points = v1_sort(points);
-            }
-        }
-        sort::dedup_first(&mut points);
+            })
+            .collect();
+        let rank_to_node: Vec<u32> = order.iter().map(|&i| i as u32).collect();
+        let points = if self.compat == Compat::PingoraV1 {
+            v1_points(&jobs, total as usize)
+        } else {
+            sort::generate_sorted(&jobs, total as usize, &rank_to_node)
+        };
 
-        let points = Points::new(self.layout, &points, nodes.len());
         Ok(Ring::assemble(nodes, points, *self, generated))
-    }
-
-    fn push_chain(&self, points: &mut Vec<u64>, index: usize, node: &Node, prefix: &[&[u8]]) {
-        let n = node.weight() as u64 * self.point_multiple as u64;
-        if n == 0 {
-            return;
-        }
-        let chain = PointChain::new(prefix);
-        points.extend(chain.take(n as usize).map(|h| sort::pack(h, index as u32)));
     }
 
     /// Checks everything that can be wrong before allocating; returns the
@@ -241,16 +233,20 @@ impl PartialOrd for PointV1 {
     }
 }
 
-fn v1_sort(points: Vec<u64>) -> Vec<u64> {
-    let mut v: Vec<PointV1> = points
-        .into_iter()
-        .map(|p| PointV1 {
-            node: sort::node_of(p),
-            hash: sort::hash_of(p),
-        })
-        .collect();
+/// pingora v1's ring: points in configuration order, each node's chain in
+/// order, sorted with std's unstable sort exactly as pingora sorts them,
+/// first of equal hashes kept. (Ranks are configuration indices here.)
+fn v1_points(jobs: &[ChainJob], total: usize) -> Vec<u64> {
+    let mut v: Vec<PointV1> = Vec::with_capacity(total);
+    for j in jobs {
+        crc::for_each_point(std::slice::from_ref(j), |tag, hash| {
+            v.push(PointV1 { node: tag, hash })
+        });
+    }
     v.sort_unstable();
-    v.into_iter().map(|p| sort::pack(p.hash, p.node)).collect()
+    let mut out: Vec<u64> = v.into_iter().map(|p| sort::pack(p.hash, p.node)).collect();
+    sort::dedup_first(&mut out);
+    out
 }
 
 /// A built consistent-hash ring: nodes in configuration order and their
@@ -277,11 +273,14 @@ impl Ring {
         RingBuilder::new().build(nodes)
     }
 
-    fn assemble(nodes: Vec<Node>, points: Points, config: RingBuilder, generated: u64) -> Ring {
+    /// `sorted`: the points as `sort::pack`ed, before they go into a layout
+    /// (reading them there can cost more, as in `Compact`).
+    fn assemble(nodes: Vec<Node>, sorted: Vec<u64>, config: RingBuilder, generated: u64) -> Ring {
         let mut owns = vec![false; nodes.len()];
-        for i in 0..points.len() {
-            owns[points.node(i)] = true;
+        for &p in &sorted {
+            owns[sort::node_of(p) as usize] = true;
         }
+        let points = Points::new(config.layout, sorted, nodes.len());
         let live = nodes
             .iter()
             .zip(&owns)
