@@ -10,7 +10,11 @@
 //! |----------|------|-------|-------------|----------------|
 //! | `Wide`   | u32  | u32   | 8           | 2^32           |
 //! | `Packed` | u32  | u16   | 6           | 65,536         |
-//! | `Compact`| see [`crate::compact`] | | ~3.5-3.8 | 2^32         |
+//! | `Compact`| r low bits | ceil(log2 N) bits | 3.3 to 3.7 (see [`crate::compact`]) | 2^32 |
+//!
+//! Lookup cost: `Wide` and `Packed` binary-search (`log2 P` dependent loads,
+//! the last ten or so missing cache on large rings); `Compact` loads one
+//! bucket's bounds and scans its few entries (two or three cache lines).
 //!
 //! `Packed` spends the same 6 bytes as pingora-ketama's `PointV2`
 //! (`[u8; 6]`: hash then u16 node), split into two arrays instead of one.
@@ -30,8 +34,9 @@ pub enum Layout {
     Wide,
     /// u32 hash + u16 node index: 6 B/point, at most 65,536 nodes.
     Packed,
-    /// Bucket index and bit-packed entries: about 3.5 to 3.8 B/point at
-    /// 16+ points per node, any node count. See [`crate::compact`].
+    /// Bucket index and bit-packed entries: 3.3 to 3.7 B/point at 16+
+    /// points per node, any node count, the fastest lookups on large
+    /// rings. See [`crate::compact`].
     Compact,
 }
 
@@ -160,6 +165,13 @@ impl Points {
     /// each other.
     pub(crate) fn search_batch(&self, hashes: &[u32], out: &mut [usize]) {
         debug_assert_eq!(hashes.len(), out.len());
+        if self.len() <= SMALL && !matches!(self, Points::Compact(_)) {
+            // Cache-resident: nothing to overlap, lock step only costs.
+            for (o, &q) in out.iter_mut().zip(hashes) {
+                *o = self.search(q);
+            }
+            return;
+        }
         for (qs, os) in hashes.chunks(GROUP).zip(out.chunks_mut(GROUP)) {
             match self {
                 Points::Wide(p) => search_group(p, sort::hash_of, qs, os),
@@ -178,6 +190,10 @@ impl Points {
         }
     }
 }
+
+/// Rings of at most this many points fit in the L2 cache in every layout;
+/// binary searches gain nothing from lock step there.
+const SMALL: usize = 1 << 16;
 
 /// Keys searched in lock step by the batch lookups.
 pub(crate) const GROUP: usize = 16;

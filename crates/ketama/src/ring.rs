@@ -264,6 +264,9 @@ pub struct Ring {
     /// Nodes that own at least one point and are not down: a failover walk
     /// stops once it has yielded this many.
     live: usize,
+    /// One bit per node, set if down; empty when no node is down, so that
+    /// the common lookup checks one cached bool instead of loading the node.
+    down: Box<[u64]>,
 }
 
 impl Ring {
@@ -286,13 +289,29 @@ impl Ring {
             .zip(&owns)
             .filter(|(n, &o)| o && !n.is_down())
             .count();
+        let mut down: Box<[u64]> = Box::new([]);
+        if nodes.iter().any(|n| n.is_down()) {
+            let mut bits = vec![0u64; nodes.len().div_ceil(64)];
+            for (i, n) in nodes.iter().enumerate() {
+                if n.is_down() {
+                    bits[i / 64] |= 1 << (i % 64);
+                }
+            }
+            down = bits.into_boxed_slice();
+        }
         Ring {
             nodes: nodes.into_boxed_slice(),
             points,
             config,
             generated,
             live,
+            down,
         }
+    }
+
+    #[inline(always)]
+    fn is_down(&self, n: usize) -> bool {
+        !self.down.is_empty() && self.down[n / 64] & (1 << (n % 64)) != 0
     }
 
     /// The nodes in configuration order; lookups return references into it.
@@ -370,7 +389,7 @@ impl Ring {
         }
         let pos = self.points.search(hash);
         let n = self.points.node(pos);
-        if !self.nodes[n].is_down() {
+        if !self.is_down(n) {
             return Some(n);
         }
         self.walk_from(pos).next()
@@ -393,7 +412,7 @@ impl Ring {
             self.points.search_batch(qs, pos);
             out.extend(pos.iter().map(|&p| {
                 let n = self.points.node(p);
-                if self.nodes[n].is_down() {
+                if self.is_down(n) {
                     self.walk_from(p).next()
                 } else {
                     Some(n)
@@ -535,7 +554,7 @@ impl Iterator for Walk<'_> {
                 self.pos = 0;
             }
             self.steps_left -= 1;
-            if self.ring.nodes[n].is_down() {
+            if self.ring.is_down(n) {
                 continue;
             }
             if self.seen.insert(n, self.ring.nodes.len()) {
