@@ -225,6 +225,21 @@ impl Compact {
         ((lo as u64) << self.rem_bits | rem) as u32
     }
 
+    /// Every point's (hash, node) in ring order: `O(P + B)`, sequential.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        let mut bucket = 0usize;
+        let mut next_start = self.start(1);
+        (0..self.len).map(move |i| {
+            while next_start <= i {
+                bucket += 1;
+                next_start = self.start(bucket + 1);
+            }
+            let e = self.entry(i);
+            let hash = (bucket as u64) << self.rem_bits | e >> self.node_bits;
+            (hash as u32, (e & mask(self.node_bits)) as usize)
+        })
+    }
+
     /// Index of the first point whose hash is >= `hash`, wrapping to 0.
     #[inline]
     pub(crate) fn search(&self, hash: u32) -> usize {
@@ -350,6 +365,12 @@ mod tests {
             assert_eq!(c.hash(i), sort::hash_of(p), "hash of point {i}");
             assert_eq!(c.node(i), sort::node_of(p) as usize, "node of point {i}");
         }
+        let walked: Vec<(u32, usize)> = c.iter().collect();
+        let want: Vec<(u32, usize)> = sorted
+            .iter()
+            .map(|&p| (sort::hash_of(p), sort::node_of(p) as usize))
+            .collect();
+        assert_eq!(walked, want);
         if sorted.is_empty() {
             return;
         }

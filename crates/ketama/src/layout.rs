@@ -143,6 +143,23 @@ impl Points {
         }
     }
 
+    /// Every point's (hash, node) in ring order, sequentially: `O(P)`.
+    pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = (u32, usize)> + '_> {
+        match self {
+            Points::Wide(p) => Box::new(
+                p.iter()
+                    .map(|&x| (sort::hash_of(x), sort::node_of(x) as usize)),
+            ),
+            Points::Packed { hashes, owners } => Box::new(
+                hashes
+                    .iter()
+                    .zip(owners.iter())
+                    .map(|(&h, &o)| (h, o as usize)),
+            ),
+            Points::Compact(c) => Box::new(c.iter()),
+        }
+    }
+
     /// Index of the first point whose hash is >= `hash`, wrapping to 0 past
     /// the last point. The ring must not be empty.
     #[inline]

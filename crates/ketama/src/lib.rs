@@ -46,6 +46,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod analysis;
 pub mod compact;
 mod compat;
 pub mod crc;

@@ -361,6 +361,17 @@ impl Ring {
         (i < self.points.len()).then(|| (self.points.hash(i), self.points.node(i)))
     }
 
+    /// Every point as (hash, owning node index) in ring order, sequentially
+    /// in every layout: `O(P)` for the whole walk.
+    pub fn points(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        self.points.iter()
+    }
+
+    /// Whether node `i` is marked down (`false` past the end).
+    pub fn node_is_down(&self, i: usize) -> bool {
+        i < self.nodes.len() && self.is_down(i)
+    }
+
     /// The hash ketama gives a key: CRC-32 of its bytes.
     #[inline]
     pub fn hash_key(key: &[u8]) -> u32 {
