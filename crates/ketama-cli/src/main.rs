@@ -9,6 +9,8 @@ use clap::{Parser, Subcommand};
 mod alloc;
 mod args;
 mod bench;
+mod crunch;
+mod plot;
 mod route;
 
 #[global_allocator]
@@ -29,6 +31,16 @@ enum Command {
     /// Build and query the same ring with each ketama layout and with
     /// pingora-ketama v1 and v2; print a markdown table of medians.
     Bench(bench::BenchArgs),
+    /// Per-server and overall balance of a ring: exact shares, collisions,
+    /// predicted and measured CV, memory per layout.
+    Analyze(crunch::AnalyzeArgs),
+    /// Predicted and measured CV over a range of points per server (CSV,
+    /// optional SVG chart).
+    Sweep(crunch::SweepArgs),
+    /// The smallest point multiple that meets a balance target.
+    Recommend(crunch::RecommendArgs),
+    /// The exact share of keys whose server changes between two rings.
+    Diff(crunch::DiffArgs),
 }
 
 fn main() -> ExitCode {
@@ -36,6 +48,10 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Route(a) => route::run(a),
         Command::Bench(a) => bench::run(a),
+        Command::Analyze(a) => crunch::analyze(a),
+        Command::Sweep(a) => crunch::sweep(a),
+        Command::Recommend(a) => crunch::recommend(a),
+        Command::Diff(a) => crunch::diff(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -45,39 +45,57 @@ pub const KEYSPACE: u64 = 1 << 32;
 /// 2^32 unless no node can serve (then all zero). `O(P)`.
 pub fn keyspace(ring: &Ring) -> Vec<u64> {
     let mut keys = vec![0u64; ring.nodes().len()];
-    let owners = serving_owners(ring);
+    // One forward pass, no per-point memory: a down point's arc waits in
+    // `pending` for the next serving point; what waits at the end wraps to
+    // the first serving point.
     let mut prev: Option<u32> = None;
-    let mut first = None;
+    let mut first_hash = 0u32;
     let mut last = 0u32;
-    for ((hash, _), owner) in ring.points().zip(&owners) {
-        let Some(owner) = owner else { return keys };
-        match prev {
-            None => first = Some((hash, *owner)),
-            Some(p) => keys[*owner] += (hash - p) as u64,
-        }
+    let mut first_serving: Option<usize> = None;
+    let mut pending = 0u64;
+    for (hash, owner) in ring.points() {
+        let arc = match prev {
+            None => {
+                first_hash = hash;
+                0 // the first point's arc is known only at the end
+            }
+            Some(p) => (hash - p) as u64,
+        };
         prev = Some(hash);
         last = hash;
+        if ring.node_is_down(owner) {
+            pending += arc;
+        } else {
+            keys[owner] += pending + arc;
+            pending = 0;
+            first_serving.get_or_insert(owner);
+        }
     }
-    if let Some((h0, o0)) = first {
-        keys[o0] += h0 as u64 + KEYSPACE - last as u64;
-    }
+    let Some(first) = first_serving else {
+        return keys;
+    };
+    // The wrap-around arc belongs to the first point: to its owner, or if
+    // that is down, to the first serving point, which is also where the
+    // arcs still pending at the end go.
+    let wrap = first_hash as u64 + KEYSPACE - last as u64;
+    keys[first] += pending + wrap;
     keys
 }
 
 /// For every point in ring order, the node that serves its keys: its owner,
-/// or if that is down, the owner of the next point whose owner is not.
-/// `None` everywhere when every owner is down. `O(P)`.
-fn serving_owners(ring: &Ring) -> Vec<Option<usize>> {
-    let owners: Vec<usize> = ring.points().map(|(_, n)| n).collect();
-    let mut out = vec![None; owners.len()];
-    let mut next: Option<usize> = None;
+/// or if that is down, the owner of the next point whose owner is not
+/// (`u32::MAX` everywhere when every owner is down). 4 bytes a point.
+fn serving_owners(ring: &Ring) -> Vec<u32> {
+    let mut out: Vec<u32> = ring.points().map(|(_, n)| n as u32).collect();
+    let owners = out.clone();
+    let mut next = u32::MAX;
     // Two passes backwards: the second carries the wrap-around.
     for _ in 0..2 {
-        for i in (0..owners.len()).rev() {
-            if !ring.node_is_down(owners[i]) {
-                next = Some(owners[i]);
+        for (o, &own) in out.iter_mut().zip(&owners).rev() {
+            if !ring.node_is_down(own as usize) {
+                next = own;
             }
-            out[i] = next;
+            *o = next;
         }
     }
     out
@@ -256,7 +274,7 @@ pub fn diff(from: &Ring, to: &Ring) -> Diff {
     let side = |ring: &Ring, ids: &dyn Fn(usize) -> usize| -> Vec<(u32, Option<usize>)> {
         ring.points()
             .zip(serving_owners(ring))
-            .map(|((h, _), o)| (h, o.map(ids)))
+            .map(|((h, _), o)| (h, (o != u32::MAX).then(|| ids(o as usize))))
             .collect()
     };
     let a = side(from, &|i| i);
@@ -344,4 +362,191 @@ pub fn synthetic_servers(n: usize, seed: u64) -> Vec<String> {
         }
     }
     out
+}
+
+/// Points-per-node values from `from` to `to` spaced evenly on a log scale,
+/// `steps` of them (both ends included, duplicates after rounding dropped).
+pub fn log_steps(from: u32, to: u32, steps: usize) -> Vec<u32> {
+    let (from, to) = (from.max(1), to.max(from.max(1)));
+    if steps <= 1 || from == to {
+        return vec![from];
+    }
+    let (a, b) = ((from as f64).ln(), (to as f64).ln());
+    let mut out: Vec<u32> = (0..steps)
+        .map(|i| (a + (b - a) * i as f64 / (steps - 1) as f64).exp().round() as u32)
+        .collect();
+    out.dedup();
+    out
+}
+
+/// One point of a sweep: the CV of `n` equal nodes at `points_per_node`,
+/// predicted and measured over several random node sets.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SweepRow {
+    /// Points per node (weight 1 x this point multiple).
+    pub points_per_node: u32,
+    /// `sqrt((n - 1) / (n k + 1))`.
+    pub predicted_cv: f64,
+    /// Mean measured CV over the trials.
+    pub measured_cv_mean: f64,
+    /// Standard deviation of the measured CV over the trials.
+    pub measured_cv_sd: f64,
+    /// Smallest measured CV.
+    pub measured_cv_min: f64,
+    /// Largest measured CV.
+    pub measured_cv_max: f64,
+    /// Mean number of points lost to collisions per trial.
+    pub collisions_mean: f64,
+}
+
+/// Measures one sweep step: `trials` rings of `n` synthetic servers (see
+/// [`synthetic_servers`], seeds `seed`, `seed + 1`, ...) at
+/// `points_per_node`, built with `builder`'s scheme in the wide layout.
+/// Memory: one ring at a time, 8 bytes a point (plus 4 while building).
+pub fn sweep_step(
+    n: usize,
+    points_per_node: u32,
+    trials: u32,
+    seed: u64,
+    builder: crate::RingBuilder,
+    mut on_trial: impl FnMut(),
+) -> crate::Result<SweepRow> {
+    let mut cvs = Vec::with_capacity(trials as usize);
+    let mut collisions = 0u64;
+    for t in 0..trials {
+        let nodes = synthetic_servers(n, seed.wrapping_add(t as u64))
+            .into_iter()
+            .map(|s| crate::Node::new(s, 1))
+            .collect();
+        let ring = builder
+            .layout(crate::Layout::Wide)
+            .point_multiple(points_per_node)
+            .build(nodes)?;
+        let a = analyze(&ring);
+        cvs.push(a.measured_cv);
+        collisions += a.generated_points - a.points;
+        on_trial();
+    }
+    let (mean, sd) = mean_sd(&cvs);
+    Ok(SweepRow {
+        points_per_node,
+        predicted_cv: predicted_cv_equal(n as u64, points_per_node as u64),
+        measured_cv_mean: mean,
+        measured_cv_sd: sd,
+        measured_cv_min: cvs.iter().copied().fold(f64::INFINITY, f64::min),
+        measured_cv_max: cvs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        collisions_mean: collisions as f64 / trials.max(1) as f64,
+    })
+}
+
+/// What [`recommend`] aims for.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Target {
+    /// The CV may be at most this.
+    MaxCv(f64),
+    /// The CV may exceed the one measured at the current multiple by at
+    /// most this (absolute).
+    MaxExtraError(f64),
+}
+
+/// The answer of [`recommend`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Recommendation {
+    /// The smallest point multiple whose predicted CV meets the target and
+    /// whose built ring confirms it.
+    pub point_multiple: u32,
+    /// The CV the target allows.
+    pub target_cv: f64,
+    /// Predicted CV at the recommended multiple.
+    pub predicted_cv: f64,
+    /// CV measured on the ring built at the recommended multiple.
+    pub measured_cv: f64,
+    /// CV measured at the current multiple.
+    pub current_measured_cv: f64,
+    /// Multiples tried after the prediction, with their measured CVs, when
+    /// the measurement missed the target.
+    pub stepped: Vec<(u32, f64)>,
+    /// Per layout: (layout, heap bytes of the points at the current
+    /// multiple, at the recommended one).
+    pub memory: Vec<(crate::Layout, usize, usize)>,
+}
+
+/// Finds the smallest point multiple for `nodes` whose predicted CV meets
+/// `target` (binary search: the prediction falls as the multiple grows),
+/// then builds that ring and measures it, stepping the multiple up by an
+/// eighth at a time while the measurement misses. `builder` gives the
+/// scheme and the current multiple. Memory is measured on rings built in
+/// every layout at both multiples.
+pub fn recommend(
+    nodes: &[crate::Node],
+    builder: crate::RingBuilder,
+    target: Target,
+) -> crate::Result<Recommendation> {
+    let weights: Vec<u32> = nodes
+        .iter()
+        .filter(|n| !n.is_down())
+        .map(|n| n.weight())
+        .collect();
+    let total_weight: u64 = weights.iter().map(|&w| w as u64).sum::<u64>().max(1);
+    let max_multiple = (crate::MAX_POINTS / total_weight).min(u32::MAX as u64) as u32;
+    let build = |m: u32, layout: crate::Layout| {
+        builder
+            .point_multiple(m)
+            .layout(layout)
+            .build(nodes.to_vec())
+    };
+    let current = builder.get_point_multiple();
+    let current_measured_cv = analyze(&build(current, crate::Layout::Wide)?).measured_cv;
+    let target_cv = match target {
+        Target::MaxCv(x) => x,
+        Target::MaxExtraError(x) => current_measured_cv + x,
+    };
+    if target_cv.is_nan() || target_cv <= 0.0 || max_multiple == 0 {
+        return Err(crate::Error::UnreachableTarget {
+            target_cv,
+            best_cv: predicted_cv(&weights, max_multiple.max(1)),
+            max_multiple,
+        });
+    }
+    if predicted_cv(&weights, max_multiple) > target_cv {
+        return Err(crate::Error::UnreachableTarget {
+            target_cv,
+            best_cv: predicted_cv(&weights, max_multiple),
+            max_multiple,
+        });
+    }
+    let (mut lo, mut hi) = (1u32, max_multiple);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if predicted_cv(&weights, mid) <= target_cv {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    let mut m = lo;
+    let mut stepped = Vec::new();
+    let mut measured = analyze(&build(m, crate::Layout::Wide)?).measured_cv;
+    while measured > target_cv && m < max_multiple {
+        m = m.saturating_add((m / 8).max(1)).min(max_multiple);
+        measured = analyze(&build(m, crate::Layout::Wide)?).measured_cv;
+        stepped.push((m, measured));
+    }
+    let mut memory = Vec::new();
+    for layout in crate::Layout::ALL {
+        let now = build(current, layout)
+            .map(|r| r.points_heap_bytes())
+            .unwrap_or(0);
+        let then = build(m, layout).map(|r| r.points_heap_bytes()).unwrap_or(0);
+        memory.push((layout, now, then));
+    }
+    Ok(Recommendation {
+        point_multiple: m,
+        target_cv,
+        predicted_cv: predicted_cv(&weights, m),
+        measured_cv: measured,
+        current_measured_cv,
+        stepped,
+        memory,
+    })
 }

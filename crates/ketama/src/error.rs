@@ -9,7 +9,7 @@ use std::net::SocketAddr;
 use crate::{Compat, Layout};
 
 /// An error building a [`Ring`](crate::Ring) or reading a servers file.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// Two nodes carry the same server string.
@@ -86,6 +86,16 @@ pub enum Error {
         total: u64,
         /// The limit.
         max: u64,
+    },
+    /// No point multiple can reach a balance target.
+    #[error("no point multiple reaches a CV of {target_cv}: the best is {best_cv:.6} at the largest multiple the point limit allows ({max_multiple}); ask for a larger CV")]
+    UnreachableTarget {
+        /// The CV asked for.
+        target_cv: f64,
+        /// The best predicted CV.
+        best_cv: f64,
+        /// The largest multiple that fits the point limit.
+        max_multiple: u32,
     },
     /// A line of a servers file could not be read.
     #[error("{file}:{line}: {reason}")]
