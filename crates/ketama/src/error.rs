@@ -87,6 +87,25 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
+    /// A ring's nodes carry more than 64 distinct labels.
+    #[error("label {label:?} (on {server:?}) is the 65th distinct label: a ring holds at most 64; merge or drop labels")]
+    TooManyLabels {
+        /// The label that did not fit.
+        label: String,
+        /// The server carrying it.
+        server: String,
+    },
+    /// A lookup required a label no node of the ring carries.
+    #[error("unknown label {label:?}: the ring's labels are {known}")]
+    UnknownLabel {
+        /// The label asked for.
+        label: String,
+        /// The labels the ring has, comma-separated ("none" if none).
+        known: String,
+    },
+    /// Label requirements are not defined for pingora v1 rings.
+    #[error("label requirements need a scheme whose collision rule is an order (nginx or pingora-v2); pingora-v1's ties depend on std's unstable sort, so no subset ring can match it")]
+    RequirementWithPingoraV1,
     /// No point multiple can reach a balance target.
     #[error("no point multiple reaches a CV of {target_cv}: the best is {best_cv:.6} at the largest multiple the point limit allows ({max_multiple}); ask for a larger CV")]
     UnreachableTarget {

@@ -56,6 +56,7 @@ mod node;
 mod ring;
 mod servers;
 mod sort;
+pub mod subset;
 
 pub use compat::{Compat, UnknownCompat};
 pub use error::{Error, Result};
@@ -63,6 +64,7 @@ pub use layout::{Layout, UnknownLayout};
 pub use node::{nginx_host_port, pingora_prefix, Node};
 pub use ring::{Failover, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE, MAX_POINTS};
 pub use servers::parse_servers;
+pub use subset::{Requirement, RequirementCache};
 
 /// The README's examples, compiled and run as doctests.
 #[cfg(doctest)]

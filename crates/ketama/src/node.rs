@@ -18,6 +18,7 @@ pub struct Node {
     server: Box<str>,
     weight: u32,
     down: bool,
+    labels: Box<[Box<str>]>,
 }
 
 impl Node {
@@ -27,7 +28,27 @@ impl Node {
             server: server.into().into_boxed_str(),
             weight,
             down: false,
+            labels: Box::new([]),
         }
+    }
+
+    /// Gives the node labels (compliance zones, cache features...): a
+    /// lookup may require a set of labels, and only nodes carrying all of
+    /// them serve it. A ring holds at most 64 distinct labels.
+    pub fn with_labels<S: Into<String>>(mut self, labels: impl IntoIterator<Item = S>) -> Self {
+        let mut l: Vec<Box<str>> = labels
+            .into_iter()
+            .map(|s| s.into().into_boxed_str())
+            .collect();
+        l.sort();
+        l.dedup();
+        self.labels = l.into_boxed_slice();
+        self
+    }
+
+    /// The node's labels, sorted.
+    pub fn labels(&self) -> impl Iterator<Item = &str> {
+        self.labels.iter().map(|l| &**l)
     }
 
     /// Marks the node down (kept on the ring, skipped by lookups) or up.

@@ -7,7 +7,7 @@ use crate::crc::{self, ChainJob};
 use crate::error::{Error, Result};
 use crate::layout::{Layout, Points};
 use crate::node::{nginx_host_port, pingora_prefix, Node};
-use crate::sort;
+use crate::sort::{self, Collisions};
 use crate::Compat;
 
 /// The default number of points per weight unit, as in nginx and pingora.
@@ -125,13 +125,16 @@ impl RingBuilder {
             })
             .collect();
         let rank_to_node: Vec<u32> = order.iter().map(|&i| i as u32).collect();
-        let points = if self.compat == Compat::PingoraV1 {
-            v1_points(&jobs, total as usize)
+        let labels = crate::subset::Labels::new(&nodes)?;
+        let (points, collisions) = if self.compat == Compat::PingoraV1 {
+            (v1_points(&jobs, total as usize), Collisions::default())
         } else {
             sort::generate_sorted(&jobs, total as usize, &rank_to_node)
         };
 
-        Ok(Ring::assemble(nodes, points, *self, generated))
+        Ok(Ring::assemble(
+            nodes, points, *self, generated, collisions, labels,
+        ))
     }
 
     /// Checks everything that can be wrong before allocating; returns the
@@ -258,7 +261,7 @@ fn v1_points(jobs: &[ChainJob], total: usize) -> Vec<u64> {
 #[derive(Clone, Debug)]
 pub struct Ring {
     nodes: Box<[Node]>,
-    points: Points,
+    pub(crate) points: Points,
     config: RingBuilder,
     generated: u64,
     /// Nodes that own at least one point and are not down: a failover walk
@@ -267,6 +270,10 @@ pub struct Ring {
     /// One bit per node, set if down; empty when no node is down, so that
     /// the common lookup checks one cached bool instead of loading the node.
     down: Box<[u64]>,
+    /// Every node of every collided point, for exact subset lookups.
+    pub(crate) collisions: Collisions,
+    /// Label names and each node's label bits.
+    pub(crate) labels: crate::subset::Labels,
 }
 
 impl Ring {
@@ -278,7 +285,14 @@ impl Ring {
 
     /// `sorted`: the points as `sort::pack`ed, before they go into a layout
     /// (reading them there can cost more, as in `Compact`).
-    fn assemble(nodes: Vec<Node>, sorted: Vec<u64>, config: RingBuilder, generated: u64) -> Ring {
+    fn assemble(
+        nodes: Vec<Node>,
+        sorted: Vec<u64>,
+        config: RingBuilder,
+        generated: u64,
+        collisions: Collisions,
+        labels: crate::subset::Labels,
+    ) -> Ring {
         let mut owns = vec![false; nodes.len()];
         for &p in &sorted {
             owns[sort::node_of(p) as usize] = true;
@@ -306,11 +320,13 @@ impl Ring {
             generated,
             live,
             down,
+            collisions,
+            labels,
         }
     }
 
     #[inline(always)]
-    fn is_down(&self, n: usize) -> bool {
+    pub(crate) fn is_down(&self, n: usize) -> bool {
         !self.down.is_empty() && self.down[n / 64] & (1 << (n % 64)) != 0
     }
 

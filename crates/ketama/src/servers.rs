@@ -10,6 +10,7 @@
 //!
 //! A line is `SERVER [WEIGHT] [key=value ...] [down]`. The weight defaults
 //! to 1; `weight=N` is the same as a bare `N` (giving both is an error).
+//! `labels=a,b,c` gives the server labels that lookups may require.
 //! `#` at the start of a line or after whitespace starts a comment; blank
 //! lines are ignored. An unknown key, a malformed line or a duplicate
 //! server is an error naming the file and the line.
@@ -43,6 +44,7 @@ pub fn parse_servers(text: &str, file: &str) -> Result<Vec<Node>> {
         };
         let mut weight: Option<u32> = None;
         let mut down = false;
+        let mut labels: Option<Vec<&str>> = None;
         for tok in tokens {
             if tok == "down" {
                 if down {
@@ -53,9 +55,22 @@ pub fn parse_servers(text: &str, file: &str) -> Result<Vec<Node>> {
             }
             let (value, from_key) = match tok.split_once('=') {
                 Some(("weight", v)) => (v, true),
+                Some(("labels", v)) => {
+                    if labels.is_some() {
+                        return Err(syntax(format!("labels given twice for {server:?}: list them all in one labels=a,b,c")));
+                    }
+                    let list: Vec<&str> = v.split(',').collect();
+                    if list.iter().any(|l| l.is_empty()) {
+                        return Err(syntax(format!(
+                            "empty label in {tok:?}: write labels=a,b,c with no empty names"
+                        )));
+                    }
+                    labels = Some(list);
+                    continue;
+                }
                 Some((key, _)) => {
                     return Err(syntax(format!(
-                        "unknown key {key:?} in {tok:?}: the known keys are weight=N (and the flag `down`)"
+                        "unknown key {key:?} in {tok:?}: the known keys are weight=N and labels=a,b,c (and the flag `down`)"
                     )))
                 }
                 None => (tok, false),
@@ -86,7 +101,11 @@ pub fn parse_servers(text: &str, file: &str) -> Result<Vec<Node>> {
             });
         }
         lines_of.insert(server.to_string(), line);
-        nodes.push(Node::new(server, weight.unwrap_or(1)).with_down(down));
+        nodes.push(
+            Node::new(server, weight.unwrap_or(1))
+                .with_down(down)
+                .with_labels(labels.unwrap_or_default()),
+        );
     }
     Ok(nodes)
 }
@@ -142,6 +161,12 @@ mod tests {
         assert!(err("a weight=x").starts_with("s.txt:1: bad weight"));
         assert!(err("a foo").starts_with("s.txt:1: unexpected \"foo\""));
         assert!(err("a down down").starts_with("s.txt:1: `down` given twice"));
+        assert!(err("a labels=x labels=y").starts_with("s.txt:1: labels given twice"));
+        assert!(err("a labels=x,,y").starts_with("s.txt:1: empty label"));
+        assert!(err("a labels=").starts_with("s.txt:1: empty label"));
+        let n = parse_servers("a labels=eu,ssd,eu 2", "s.txt").unwrap();
+        assert_eq!(n[0].labels().collect::<Vec<_>>(), ["eu", "ssd"]);
+        assert_eq!(n[0].weight(), 2);
         assert_eq!(
             err("a\n\nb\na 2\n"),
             "s.txt:4: duplicate server \"a\", first defined on line 1: every server must be unique"

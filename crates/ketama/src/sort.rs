@@ -40,20 +40,23 @@ pub(crate) fn node_of(p: u64) -> u32 {
 /// Generates the points of `jobs` (tags are tie ranks), sorts them by hash,
 /// keeps the smallest rank among equal hashes and maps ranks to nodes with
 /// `rank_to_node`. Returns sorted `hash << 32 | node` with distinct hashes.
-pub(crate) fn generate_sorted(jobs: &[ChainJob], total: usize, rank_to_node: &[u32]) -> Vec<u64> {
+pub(crate) fn generate_sorted(
+    jobs: &[ChainJob],
+    total: usize,
+    rank_to_node: &[u32],
+) -> (Vec<u64>, Collisions) {
+    let mut collisions = Collisions::default();
     if total == 0 {
-        return Vec::new();
+        return (Vec::new(), collisions);
     }
     let top = bits_for_usize(total / 4096).clamp(1, 10);
     let shift = 32 - top;
     let buckets = 1usize << top;
-    let t0 = std::time::Instant::now();
     let mut starts = vec![0usize; buckets + 1];
     crc::for_each_point(jobs, |_, h| starts[(h >> shift) as usize + 1] += 1);
     for b in 1..=buckets {
         starts[b] += starts[b - 1];
     }
-    let t1 = std::time::Instant::now();
     let mut points = vec![0u64; total];
     let mut fill = starts[..buckets].to_vec();
     crc::for_each_point(jobs, |tag, h| {
@@ -62,7 +65,6 @@ pub(crate) fn generate_sorted(jobs: &[ChainJob], total: usize, rank_to_node: &[u
         fill[b] += 1;
     });
     drop(fill);
-    let t2 = std::time::Instant::now();
 
     let largest = starts.windows(2).map(|w| w[1] - w[0]).max().unwrap_or(0);
     let mut scratch = vec![0u64; largest];
@@ -72,25 +74,17 @@ pub(crate) fn generate_sorted(jobs: &[ChainJob], total: usize, rank_to_node: &[u
         let (s, e) = (starts[b], starts[b + 1]);
         let in_place = sort_low_bits(&mut points[s..e], &mut scratch[..e - s], shift, &mut counts);
         if in_place {
-            let kept = dedup_min_rank(&mut points[s..e], rank_to_node);
+            let kept = dedup_min_rank(&mut points[s..e], rank_to_node, out, &mut collisions);
             points.copy_within(s..s + kept, out);
             out += kept;
         } else {
-            let kept = dedup_min_rank(&mut scratch[..e - s], rank_to_node);
+            let kept = dedup_min_rank(&mut scratch[..e - s], rank_to_node, out, &mut collisions);
             points[out..out + kept].copy_from_slice(&scratch[..kept]);
             out += kept;
         }
     }
     points.truncate(out);
-    if std::env::var_os("KT").is_some() {
-        eprintln!(
-            "count {:?} scatter {:?} sort {:?}",
-            t1 - t0,
-            t2 - t1,
-            t2.elapsed()
-        );
-    }
-    points
+    (points, collisions)
 }
 
 /// Sorts `data` by the low `bits` bits of the hash with LSD radix passes of
@@ -129,9 +123,17 @@ fn sort_low_bits(data: &mut [u64], scratch: &mut [u64], bits: u32, counts: &mut 
 }
 
 /// Compacts sorted points in place to one per hash, the one with the
-/// smallest rank, re-tagged with its node. Returns how many remain.
-fn dedup_min_rank(v: &mut [u64], rank_to_node: &[u32]) -> usize {
+/// smallest rank, re-tagged with its node. Returns how many remain. A hash
+/// shared by several nodes is recorded in `collisions` (at output index
+/// `base + w`), every node in rank order, for exact subset lookups.
+fn dedup_min_rank(
+    v: &mut [u64],
+    rank_to_node: &[u32],
+    base: usize,
+    collisions: &mut Collisions,
+) -> usize {
     let (mut w, mut i) = (0, 0);
+    let mut ranks: Vec<u32> = Vec::new();
     while i < v.len() {
         let h = hash_of(v[i]);
         let mut best = node_of(v[i]);
@@ -140,11 +142,57 @@ fn dedup_min_rank(v: &mut [u64], rank_to_node: &[u32]) -> usize {
             best = best.min(node_of(v[j]));
             j += 1;
         }
+        if j - i > 1 {
+            ranks.clear();
+            ranks.extend(v[i..j].iter().map(|&p| node_of(p)));
+            ranks.sort_unstable();
+            ranks.dedup();
+            if ranks.len() > 1 {
+                collisions.push(base + w, ranks.iter().map(|&r| rank_to_node[r as usize]));
+            }
+        }
         v[w] = pack(h, rank_to_node[best as usize]);
         w += 1;
         i = j;
     }
     w
+}
+
+/// Points whose hash several nodes generated: the point's index and every
+/// such node in tie order (the winner first). A ring of P points has about
+/// P^2 / 2^33 of them, so this stays small: 8 bytes per collided point plus
+/// 4 per node in it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Collisions {
+    /// Sorted point indices.
+    pub points: Vec<u32>,
+    /// `nodes[starts[k]..starts[k + 1]]` are point `points[k]`'s nodes.
+    pub starts: Vec<u32>,
+    pub nodes: Vec<u32>,
+}
+
+impl Collisions {
+    fn push(&mut self, point: usize, nodes: impl Iterator<Item = u32>) {
+        if self.starts.is_empty() {
+            self.starts.push(0);
+        }
+        self.points.push(point as u32);
+        self.nodes.extend(nodes);
+        self.starts.push(self.nodes.len() as u32);
+    }
+
+    /// The nodes (tie order) sharing point `i`, or `None` if it is not
+    /// collided. `O(log C)`.
+    #[inline]
+    pub(crate) fn at(&self, i: usize) -> Option<&[u32]> {
+        let k = self.points.binary_search(&(i as u32)).ok()?;
+        Some(&self.nodes[self.starts[k] as usize..self.starts[k + 1] as usize])
+    }
+
+    /// Heap bytes.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        (self.points.capacity() + self.starts.capacity() + self.nodes.capacity()) * 4
+    }
 }
 
 fn bits_for_usize(x: usize) -> u32 {
@@ -206,8 +254,12 @@ mod tests {
             pack(3, 0),
         ];
         let to_node: Vec<u32> = (0..10).map(|r| 100 + r).collect();
-        let kept = dedup_min_rank(&mut v, &to_node);
+        let mut c = Collisions::default();
+        let kept = dedup_min_rank(&mut v, &to_node, 10, &mut c);
         assert_eq!(&v[..kept], &[pack(1, 103), pack(2, 101), pack(3, 100)]);
+        assert_eq!(c.at(10), Some(&[103, 109][..]));
+        assert_eq!(c.at(11), Some(&[101, 102, 104][..]));
+        assert_eq!(c.at(12), None);
     }
 
     #[test]
@@ -225,7 +277,7 @@ mod tests {
                 .collect();
             let total = jobs.iter().map(|j| j.count as usize).sum();
             let to_node: Vec<u32> = (0..nodes as u32).rev().collect();
-            let got = generate_sorted(&jobs, total, &to_node);
+            let (got, _) = generate_sorted(&jobs, total, &to_node);
             let mut want: Vec<u64> = Vec::new();
             for j in &jobs {
                 let chain = crc::PointChain::new(&[format!("n{}", j.tag).as_bytes()]);
