@@ -41,6 +41,9 @@ enum Command {
     Recommend(crunch::RecommendArgs),
     /// The exact share of keys whose server changes between two rings.
     Diff(crunch::DiffArgs),
+    /// For each rollout step (basis points), the expected share of keys
+    /// whose server changes against the old ring.
+    MigratePlan(crunch::MigratePlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Sweep(a) => crunch::sweep(a),
         Command::Recommend(a) => crunch::recommend(a),
         Command::Diff(a) => crunch::diff(a),
+        Command::MigratePlan(a) => crunch::migrate_plan(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
