@@ -16,26 +16,34 @@ use crate::alloc;
 pub struct BenchArgs {
     /// Nodes on the ring (named 10.A.B.C:443).
     #[arg(long, default_value_t = 10_000)]
-    nodes: u32,
+    pub(crate) nodes: u32,
     /// Weight of every node.
     #[arg(long, default_value_t = 1)]
-    weight: u32,
+    pub(crate) weight: u32,
     /// Points per weight unit.
     #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE)]
-    point_multiple: u32,
+    pub(crate) point_multiple: u32,
     /// Lookups per measurement (30-byte keys).
     #[arg(long, default_value_t = 1_000_000)]
-    keys: usize,
+    pub(crate) keys: usize,
     /// Rounds; every implementation runs once per round, interleaved, and
     /// the table reports medians.
     #[arg(long, default_value_t = 5)]
-    rounds: usize,
+    pub(crate) rounds: usize,
     /// ketama's scheme (pingora rows always use their own).
     #[arg(long, default_value = "nginx")]
-    compat: Compat,
+    pub(crate) compat: Compat,
     /// Print one JSON object instead of the markdown table.
     #[arg(long)]
-    json: bool,
+    pub(crate) json: bool,
+    /// Instead: F labels (each node carries each with probability 1/2),
+    /// one ketama ring serving all 2^F label combinations against 2^F
+    /// pingora-ketama v2 rings; memory and ns per lookup.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
+    subsets: Option<u32>,
+    /// ketama's layout for --subsets.
+    #[arg(long, default_value = "compact")]
+    pub(crate) layout: Layout,
 }
 
 /// What is measured: one of ketama's layouts or a pingora-ketama version.
@@ -106,7 +114,7 @@ struct Sample {
     ns_batch: Option<f64>,
 }
 
-struct Setup {
+pub(crate) struct Setup {
     names: Vec<String>,
     weight: u32,
     multiple: u32,
@@ -188,7 +196,7 @@ impl Setup {
 }
 
 /// 30-byte keys, `/cdn/obj/` and 21 hex digits, back to back.
-fn make_keys(n: usize) -> Vec<u8> {
+pub(crate) fn make_keys(n: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(n * 30);
     for i in 0..n as u64 {
         // A multiplicative hash spreads the digits; keys stay distinct.
@@ -252,11 +260,11 @@ fn hex16(out: &mut [u8], x: u64) {
     }
 }
 
-fn per(d: Duration, n: usize) -> f64 {
+pub(crate) fn per(d: Duration, n: usize) -> f64 {
     d.as_secs_f64() * 1e9 / n.max(1) as f64
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
+pub(crate) fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
     let m = v.len() / 2;
     if v.len() % 2 == 1 {
@@ -267,6 +275,9 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    if let Some(f) = args.subsets {
+        return crate::bench_subsets::run(&args, f);
+    }
     if args.nodes == 0 || args.nodes > 1 << 16 {
         bail!(
             "--nodes {} is out of range: give 1 to 65536 (pingora-ketama's limit)",

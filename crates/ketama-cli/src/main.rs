@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 mod alloc;
 mod args;
 mod bench;
+mod bench_subsets;
 mod crunch;
 mod plot;
 mod route;

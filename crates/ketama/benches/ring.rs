@@ -135,5 +135,67 @@ fn lookup(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, build, lookup);
+criterion_group!(benches, build, lookup, subsets);
 criterion_main!(benches);
+
+/// One ketama ring with 5 labels against a pingora-ketama v2 ring per
+/// combination: lookups for a dense (one label), a 1-in-8 and the sparsest
+/// (all five labels) combination.
+fn subsets(c: &mut Criterion) {
+    const F: u32 = 5;
+    let names = names(10_000);
+    let bits =
+        |i: usize| (ketama::migration::mix64(0x5EED_0000 + i as u64) as u32) & ((1 << F) - 1);
+    let labels = |b: u32| {
+        (0..F)
+            .filter(|j| b & (1 << j) != 0)
+            .map(|j| format!("f{j}"))
+            .collect::<Vec<_>>()
+    };
+    let nodes: Vec<Node> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Node::new(n.clone(), 1).with_labels(labels(bits(i))))
+        .collect();
+    let ring = RingBuilder::new()
+        .layout(Layout::Compact)
+        .build(nodes)
+        .unwrap();
+    let keys = keys(4096);
+    let mut g = c.benchmark_group("subsets");
+    g.throughput(Throughput::Elements(keys.len() as u64));
+    for combo in [0u32, 0b1, 0b111, 0b11111] {
+        let req = ring.requirement(&labels(combo)).unwrap();
+        let name = format!("{} labels", combo.count_ones());
+        g.bench_function(BenchmarkId::new("ketama compact, one ring", &name), |b| {
+            b.iter(|| {
+                for k in &keys {
+                    black_box(ring.node_required(black_box(k), &req));
+                }
+            })
+        });
+        let buckets: Vec<Bucket> = names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| bits(*i) & combo == combo)
+            .map(|(_, n)| Bucket::new(n.parse::<SocketAddr>().unwrap(), 1))
+            .collect();
+        let own = Continuum::new_with_version(
+            &buckets,
+            Version::V2 {
+                point_multiple: 160,
+            },
+        );
+        g.bench_function(
+            BenchmarkId::new("pingora v2, ring of the combination", &name),
+            |b| {
+                b.iter(|| {
+                    for k in &keys {
+                        black_box(own.node(black_box(k)));
+                    }
+                })
+            },
+        );
+    }
+    g.finish();
+}

@@ -266,12 +266,9 @@ impl Ring {
         req: &'a Requirement,
     ) -> impl Iterator<Item = usize> + 'a {
         let len = self.points.len();
-        let start = if len == 0 || !req.any_eligible {
-            0
-        } else {
-            self.points.search(hash)
-        };
-        let steps = if req.any_eligible { len } else { 0 };
+        let live = req.any_eligible && len > 0;
+        let start = if live { self.points.search(hash) } else { 0 };
+        let steps = if live { len } else { 0 };
         (0..steps).filter_map(move |k| {
             let mut pos = start + k;
             if pos >= len {
@@ -301,9 +298,11 @@ impl Ring {
 }
 
 /// Requirements by label combination, built on first use and kept while
-/// their memory (dedicated rings included) fits under a cap; past the cap
-/// the oldest entries are dropped. Thread-safe; the lock is held only to
-/// find or insert an entry, never during a lookup.
+/// their memory (dedicated rings included) fits under a cap. A requirement
+/// that would not fit is built without a dedicated ring (it walks the
+/// shared ring, costing one bit per node) and, once even those no longer
+/// fit, is returned without being kept. Thread-safe; the lock is held only
+/// to find or insert an entry, never during a lookup.
 #[derive(Debug)]
 pub struct RequirementCache {
     cap_bytes: usize,
@@ -313,7 +312,6 @@ pub struct RequirementCache {
 #[derive(Debug, Default)]
 struct CacheInner {
     map: HashMap<Vec<String>, Arc<Requirement>>,
-    order: Vec<Vec<String>>,
     bytes: usize,
 }
 
@@ -327,8 +325,6 @@ impl RequirementCache {
     }
 
     /// The requirement for `labels` on `ring`, from the cache or built.
-    /// A requirement whose dedicated ring alone would exceed the cap walks
-    /// the shared ring instead.
     pub fn get<S: AsRef<str>>(&self, ring: &Ring, labels: &[S]) -> Result<Arc<Requirement>> {
         let mut key: Vec<String> = labels.iter().map(|l| l.as_ref().to_string()).collect();
         key.sort();
@@ -336,20 +332,16 @@ impl RequirementCache {
         if let Some(r) = self.lock().map.get(&key) {
             return Ok(r.clone());
         }
+        let used = self.lock().bytes;
         let mut req = ring.requirement(&key)?;
-        if req.heap_bytes() > self.cap_bytes {
+        if used + req.heap_bytes() > self.cap_bytes {
             req = ring.requirement_with(&key, false)?;
         }
         let req = Arc::new(req);
         let mut inner = self.lock();
-        inner.bytes += req.heap_bytes();
-        inner.map.insert(key.clone(), req.clone());
-        inner.order.push(key);
-        while inner.bytes > self.cap_bytes && inner.order.len() > 1 {
-            let old = inner.order.remove(0);
-            if let Some(r) = inner.map.remove(&old) {
-                inner.bytes -= r.heap_bytes();
-            }
+        if inner.bytes + req.heap_bytes() <= self.cap_bytes {
+            inner.bytes += req.heap_bytes();
+            inner.map.insert(key, req.clone());
         }
         Ok(req)
     }
