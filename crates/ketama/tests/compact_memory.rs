@@ -53,8 +53,9 @@ fn compact_is_at_most_4_bytes_per_point() {
     let (wide, _) = bytes_per_point(Layout::Wide);
     let (packed, _) = bytes_per_point(Layout::Packed);
     println!("bytes/point: compact {compact:.3}, packed {packed:.3}, wide {wide:.3}");
-    // The allocator sees what the layouts hold: sanity-check the measure.
-    assert!((7.99..8.01).contains(&wide), "wide {wide}");
-    assert!((5.99..6.01).contains(&packed), "packed {packed}");
+    // The allocator sees what the layouts hold (plus the ring's small
+    // collision lists, about 0.01 B/point here): sanity-check the measure.
+    assert!((8.0..8.05).contains(&wide), "wide {wide}");
+    assert!((6.0..6.05).contains(&packed), "packed {packed}");
     assert!(compact <= 4.0, "compact {compact} B/point");
 }
