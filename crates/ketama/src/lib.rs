@@ -64,7 +64,7 @@ pub use error::{Error, Result};
 pub use layout::{Layout, UnknownLayout};
 pub use migration::{Migration, Rollout};
 pub use node::{nginx_host_port, pingora_prefix, Node};
-pub use ring::{Failover, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE, MAX_POINTS};
+pub use ring::{Failover, FailoverCursor, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE, MAX_POINTS};
 pub use servers::parse_servers;
 pub use subset::{Requirement, RequirementCache};
 

@@ -485,10 +485,12 @@ impl Ring {
     fn walk_from(&self, pos: usize) -> Walk<'_> {
         Walk {
             ring: self,
-            pos,
-            steps_left: self.points.len(),
-            yielded: 0,
-            seen: Seen::default(),
+            cursor: FailoverCursor {
+                pos,
+                steps_left: self.points.len(),
+                yielded: 0,
+                seen: Seen::default(),
+            },
         }
     }
 
@@ -563,29 +565,60 @@ impl Failover<'_> {
 #[derive(Clone, Debug)]
 struct Walk<'a> {
     ring: &'a Ring,
-    pos: usize,
-    steps_left: usize,
-    yielded: usize,
-    seen: Seen,
+    cursor: FailoverCursor,
 }
 
 impl Iterator for Walk<'_> {
     type Item = usize;
 
     fn next(&mut self) -> Option<usize> {
-        let points = &self.ring.points;
-        while self.steps_left > 0 && self.yielded < self.ring.live {
-            let n = points.node(self.pos);
-            self.pos += 1;
-            if self.pos == points.len() {
-                self.pos = 0;
+        self.ring.advance(&mut self.cursor)
+    }
+}
+
+/// A failover walk's position, owned and detached from the ring: for
+/// callers that cannot hold a [`Failover`] (which borrows the ring), such
+/// as an iterator that owns an `Arc<Ring>`. Advance it with
+/// [`Ring::advance`] on the ring that made it.
+#[derive(Clone, Debug)]
+pub struct FailoverCursor {
+    pos: usize,
+    steps_left: usize,
+    yielded: usize,
+    seen: Seen,
+}
+
+impl Ring {
+    /// A detached failover walk from a hash's point; see [`FailoverCursor`].
+    pub fn failover_cursor(&self, hash: u32) -> FailoverCursor {
+        FailoverCursor {
+            pos: if self.points.len() == 0 {
+                0
+            } else {
+                self.points.search(hash)
+            },
+            steps_left: self.points.len(),
+            yielded: 0,
+            seen: Seen::default(),
+        }
+    }
+
+    /// The next distinct serving node of a cursor's walk (its index), as
+    /// [`Failover::next_index`] would give.
+    pub fn advance(&self, c: &mut FailoverCursor) -> Option<usize> {
+        let points = &self.points;
+        while c.steps_left > 0 && c.yielded < self.live {
+            let n = points.node(c.pos);
+            c.pos += 1;
+            if c.pos == points.len() {
+                c.pos = 0;
             }
-            self.steps_left -= 1;
-            if self.ring.is_down(n) {
+            c.steps_left -= 1;
+            if self.is_down(n) {
                 continue;
             }
-            if self.seen.insert(n, self.ring.nodes.len()) {
-                self.yielded += 1;
+            if c.seen.insert(n, self.nodes.len()) {
+                c.yielded += 1;
                 return Some(n);
             }
         }

@@ -1,0 +1,114 @@
+//! ketama as a Pingora `BackendSelection`: any Pingora user can put it in a
+//! `LoadBalancer<KetamaSelection>`.
+//!
+//! Pingora hands a selection its backends as a `BTreeSet<Backend>` ordered
+//! by address, with no server strings as a user wrote them. This selection
+//! builds a ketama ring from those backends in that order, naming each by
+//! its socket address, so it routes exactly as Pingora's own
+//! `KetamaHashing` (pingora-ketama `Version::V1`, or `V2 { point_multiple }`
+//! with [`KetamaSelectionConfig::point_multiple`]) in every ketama layout:
+//! the compact layout gives the same answers in about 3.7 bytes a point
+//! instead of 6 or 8. Backends that are not IP sockets (Unix sockets) and
+//! backends of weight 0 are left out, as `KetamaHashing` leaves them out
+//! (its `Bucket::new` would panic on weight 0).
+//!
+//! Unlike `KetamaHashing`'s iterator, which cycles the ring and repeats
+//! backends, [`KetamaIter`] yields each backend once, in ring order.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use ketama::{Compat, Layout, Node, Ring, RingBuilder};
+use pingora::lb::selection::{BackendIter, BackendSelection};
+use pingora::lb::Backend;
+use pingora::protocols::l4::socket::SocketAddr as PingoraAddr;
+
+/// Settings of a [`KetamaSelection`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct KetamaSelectionConfig {
+    /// `None`: pingora-ketama V1 (160 points, its tie order); `Some(m)`: V2
+    /// with `m` points per weight unit.
+    pub point_multiple: Option<u32>,
+    /// The storage layout (routing is the same in all).
+    pub layout: Layout,
+}
+
+/// A ketama ring over Pingora backends.
+pub struct KetamaSelection {
+    ring: Ring,
+    backends: Vec<Backend>,
+}
+
+impl KetamaSelection {
+    /// The ring.
+    pub fn ring(&self) -> &Ring {
+        &self.ring
+    }
+}
+
+impl BackendSelection for KetamaSelection {
+    type Iter = KetamaIter;
+    type Config = KetamaSelectionConfig;
+
+    fn build_with_config(backends: &BTreeSet<Backend>, config: &Self::Config) -> Self {
+        let kept: Vec<Backend> = backends
+            .iter()
+            .filter(|b| matches!(b.addr, PingoraAddr::Inet(_)) && b.weight > 0)
+            .cloned()
+            .collect();
+        let nodes: Vec<Node> = kept
+            .iter()
+            .map(|b| {
+                let PingoraAddr::Inet(a) = &b.addr else {
+                    unreachable!("filtered above")
+                };
+                Node::new(a.to_string(), b.weight.min(u32::MAX as usize) as u32)
+            })
+            .collect();
+        let (compat, multiple) = match config.point_multiple {
+            None => (Compat::PingoraV1, ketama::DEFAULT_POINT_MULTIPLE),
+            Some(m) => (Compat::PingoraV2, m),
+        };
+        let builder = RingBuilder::new()
+            .compat(compat)
+            .layout(config.layout)
+            .point_multiple(multiple);
+        // Pingora's trait cannot report errors. The inputs are distinct
+        // socket addresses, so the build fails only past pingora's own
+        // limits (65,536 backends, 2^28 points): then route nowhere.
+        let ring = builder.build(nodes).unwrap_or_else(|e| {
+            tracing::error!("ketama selection: {e}; routing to no backend");
+            RingBuilder::new()
+                .build(Vec::new())
+                .expect("an empty ring always builds")
+        });
+        KetamaSelection {
+            ring,
+            backends: kept,
+        }
+    }
+
+    fn build(backends: &BTreeSet<Backend>) -> Self {
+        Self::build_with_config(backends, &KetamaSelectionConfig::default())
+    }
+
+    fn iter(self: &Arc<Self>, key: &[u8]) -> KetamaIter {
+        KetamaIter {
+            cursor: self.ring.failover_cursor(Ring::hash_key(key)),
+            sel: self.clone(),
+        }
+    }
+}
+
+/// Backends in ring order from the key's point, each once.
+pub struct KetamaIter {
+    sel: Arc<KetamaSelection>,
+    cursor: ketama::FailoverCursor,
+}
+
+impl BackendIter for KetamaIter {
+    fn next(&mut self) -> Option<&Backend> {
+        let i = self.sel.ring.advance(&mut self.cursor)?;
+        self.sel.backends.get(i)
+    }
+}
