@@ -9,6 +9,7 @@
 //! response_headers = true        # x-ketama-backend, x-ketama-ring
 //! trace_sample = 0.001           # share of requests whose selection is logged
 //! grace_period_seconds = 1       # shutdown grace (Pingora's default is 300)
+//! max_header_bytes = 32768       # larger request heads get 431
 //!
 //! [admin]
 //! listen = "127.0.0.1:9901"      # loopback only
@@ -121,6 +122,8 @@ pub struct ServerSection {
     pub upstream_keepalive_pool_size: usize,
     /// Let idle worker threads take work from busy ones.
     pub work_stealing: bool,
+    /// Largest request head (URI and headers) proxied; larger gets 431.
+    pub max_header_bytes: usize,
 }
 
 impl Default for ServerSection {
@@ -134,6 +137,7 @@ impl Default for ServerSection {
             grace_period_seconds: 1,
             upstream_keepalive_pool_size: 128,
             work_stealing: true,
+            max_header_bytes: 32 * 1024,
         }
     }
 }

@@ -119,6 +119,27 @@ impl ProxyHttp for Router {
         Ctx::default()
     }
 
+    async fn request_filter(&self, session: &mut Session, _ctx: &mut Ctx) -> Result<bool> {
+        let limit = self.app.state.load().max_header_bytes;
+        let req = session.req_header();
+        let size = req.uri.path_and_query().map_or(0, |p| p.as_str().len())
+            + req
+                .headers
+                .iter()
+                .map(|(k, v)| k.as_str().len() + v.len() + 4)
+                .sum::<usize>();
+        if size > limit {
+            let body = format!(
+                "ketama-router: request head of {size} bytes is over the limit of {limit}\n"
+            );
+            session
+                .respond_error_with_body(431, Bytes::from(body))
+                .await?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         if ctx.state.is_none() {
             let state = self.app.state.load_full();

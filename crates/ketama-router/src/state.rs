@@ -125,6 +125,8 @@ pub struct RoutingState {
     pub response_headers: bool,
     /// Share of requests traced.
     pub trace_sample: f64,
+    /// Largest request head proxied.
+    pub max_header_bytes: usize,
     /// Milliseconds the ring(s) took to build.
     pub build_ms: f64,
     /// The config this was built from.
@@ -238,6 +240,7 @@ impl RoutingState {
             retries: c.server.retries,
             response_headers: c.server.response_headers,
             trace_sample: c.server.trace_sample,
+            max_header_bytes: c.server.max_header_bytes,
             build_ms: started.elapsed().as_secs_f64() * 1e3,
             validated: v,
         })

@@ -1,0 +1,115 @@
+//! `KetamaSelection` against Pingora's own `KetamaHashing`, both as
+//! `BackendSelection`s and inside a `LoadBalancer`, in every layout.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use ketama::Layout;
+use ketama_router::selection::{KetamaSelection, KetamaSelectionConfig};
+use pingora::lb::selection::{BackendIter, BackendSelection};
+use pingora::lb::{Backend, LoadBalancer};
+use pingora_load_balancing::selection::consistent::{KetamaConfig, KetamaHashing};
+use rand::{Rng, SeedableRng};
+
+fn backends(seed: u64, n: usize) -> BTreeSet<Backend> {
+    let mut r = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut set = BTreeSet::new();
+    while set.len() < n {
+        let addr = if r.random::<bool>() {
+            format!(
+                "{}.{}.{}.{}:{}",
+                r.random::<u8>(),
+                r.random::<u8>(),
+                r.random::<u8>(),
+                r.random::<u8>(),
+                r.random::<u16>()
+            )
+        } else {
+            format!(
+                "[2001:db8::{:x}:{:x}]:{}",
+                r.random::<u16>(),
+                r.random::<u16>(),
+                r.random::<u16>()
+            )
+        };
+        set.insert(Backend::new_with_weight(&addr, r.random_range(1..=10)).unwrap());
+    }
+    set
+}
+
+fn first<I: BackendIter>(mut it: I) -> Option<Backend> {
+    it.next().cloned()
+}
+
+#[test]
+fn selection_is_pingoras_ketama_hashing() {
+    let set = backends(1, 500);
+    for point_multiple in [None, Some(160), Some(40)] {
+        let theirs = Arc::new(KetamaHashing::build_with_config(
+            &set,
+            &KetamaConfig { point_multiple },
+        ));
+        for layout in Layout::ALL {
+            let ours = Arc::new(KetamaSelection::build_with_config(
+                &set,
+                &KetamaSelectionConfig {
+                    point_multiple,
+                    layout,
+                },
+            ));
+            let mut r = rand::rngs::StdRng::seed_from_u64(2);
+            for _ in 0..5000 {
+                let key: Vec<u8> = (0..r.random_range(1..40))
+                    .map(|_| r.random_range(b'!'..=b'~'))
+                    .collect();
+                assert_eq!(
+                    first(ours.iter(&key)),
+                    first(theirs.iter(&key)),
+                    "{point_multiple:?} {layout}"
+                );
+            }
+            // The failover order is theirs without the repeats.
+            let key = b"/some/object";
+            let mut want: Vec<Backend> = Vec::new();
+            let mut it = theirs.iter(key);
+            for _ in 0..200_000 {
+                let Some(b) = it.next() else { break };
+                if !want.contains(b) {
+                    want.push(b.clone());
+                }
+                if want.len() == 10 {
+                    break;
+                }
+            }
+            let mut got = Vec::new();
+            let mut it = ours.iter(key);
+            while let Some(b) = it.next() {
+                got.push(b.clone());
+                if got.len() == 10 {
+                    break;
+                }
+            }
+            assert_eq!(got, want);
+        }
+    }
+}
+
+#[test]
+fn drops_into_a_load_balancer() {
+    let addrs = [
+        "127.0.0.1:7001",
+        "127.0.0.1:7002",
+        "127.0.0.1:7003",
+        "[::1]:7004",
+    ];
+    let ours: LoadBalancer<KetamaSelection> = LoadBalancer::try_from_iter(addrs).unwrap();
+    let theirs: LoadBalancer<KetamaHashing> = LoadBalancer::try_from_iter(addrs).unwrap();
+    for i in 0..2000 {
+        let key = format!("/k/{i}");
+        assert_eq!(
+            ours.select(key.as_bytes(), 256),
+            theirs.select(key.as_bytes(), 256),
+            "{key}"
+        );
+    }
+}
