@@ -1,0 +1,127 @@
+//! Config validation: every error names the file and the key.
+
+use ketama_router::config::parse;
+
+const BASE: &str = r#"
+[admin]
+listen = "127.0.0.1:9901"
+token = "t"
+
+[[backends]]
+address = "127.0.0.1:9001"
+"#;
+
+fn err(text: &str) -> String {
+    parse(text, "r.toml").unwrap_err().to_string()
+}
+
+#[test]
+fn a_minimal_config_gets_defaults() {
+    let v = parse(BASE, "r.toml").unwrap();
+    assert_eq!(v.listen, vec!["127.0.0.1:8080".parse().unwrap()]);
+    assert_eq!(
+        v.ring,
+        (ketama::Compat::Nginx, ketama::Layout::Compact, 160)
+    );
+    assert_eq!(v.token.as_deref(), Some("t"));
+    assert_eq!(v.config.server.grace_period_seconds, 1);
+}
+
+#[test]
+fn errors_name_file_and_key() {
+    let cases: &[(&str, &str)] = &[
+        (
+            "[server]\nlisten = [\"nope\"]\n",
+            "r.toml: server.listen[0]: \"nope\" is not IP:PORT",
+        ),
+        (
+            "[server]\nthreads = 0\n",
+            "r.toml: server.threads: must be at least 1",
+        ),
+        (
+            "[server]\ntrace_sample = 2.0\n",
+            "r.toml: server.trace_sample",
+        ),
+        (
+            "[ring]\ncompat = \"haproxy\"\n",
+            "r.toml: ring.compat: unknown compat \"haproxy\"",
+        ),
+        (
+            "[ring]\nlayout = \"tiny\"\n",
+            "r.toml: ring.layout: unknown layout \"tiny\"",
+        ),
+        (
+            "[ring]\npoint_multiple = 0\n",
+            "r.toml: ring.point_multiple",
+        ),
+        (
+            "[key]\nsource = \"cookie\"\n",
+            "r.toml: key.source: unknown source \"cookie\"",
+        ),
+        ("[key]\nsource = \"header\"\n", "r.toml: key.header"),
+        (
+            "[[backends]]\naddress = \"127.0.0.1:9001\"\n",
+            "r.toml: backends[1].address: 127.0.0.1:9001 repeats backends[0]",
+        ),
+        (
+            "[[backends]]\naddress = \"cache:80\"\n",
+            "r.toml: backends[1].address: \"cache:80\" is not IP:PORT",
+        ),
+        (
+            "[[label_rules]]\nhost = \"a\"\nrequire = [\"eu\"]\n",
+            "r.toml: label_rules[0].require: no backend carries label \"eu\"",
+        ),
+        (
+            "[[label_rules]]\nheader = \"x\"\nrequire = []\n",
+            "r.toml: label_rules[0]: give either host",
+        ),
+        (
+            "[migration]\nring = {}\nglobal_bp = 10001\n",
+            "r.toml: migration.global_bp",
+        ),
+        (
+            "[migration]\nring = {}\nscopes = { ams = 20000 }\n",
+            "r.toml: migration.scopes.ams",
+        ),
+        (
+            "[bogus]\nx = 1\n",
+            "r.toml: line 8 ([bogus]): unknown field `bogus`",
+        ),
+        (
+            "[server]\nlisten = 5\n",
+            "r.toml: line 9 (server.listen): invalid type",
+        ),
+    ];
+    for (extra, want) in cases {
+        let e = err(&format!("{BASE}{extra}"));
+        assert!(e.starts_with(want), "{extra:?}\n got: {e}\nwant: {want}");
+    }
+    let e = err("[admin]\nlisten = \"10.0.0.1:9901\"\ntoken = \"t\"\n[[backends]]\naddress = \"127.0.0.1:1\"\n");
+    assert!(
+        e.starts_with("r.toml: admin.listen: the admin API listens on loopback only"),
+        "{e}"
+    );
+    let e = err("[admin]\nlisten = \"127.0.0.1:9901\"\n[[backends]]\naddress = \"127.0.0.1:1\"\n");
+    assert!(e.starts_with("r.toml: admin: no token"), "{e}");
+    let e = err("[admin]\nlisten = \"127.0.0.1:9901\"\ntoken_env = \"KETAMA_TEST_UNSET_VAR\"\n[[backends]]\naddress = \"127.0.0.1:1\"\n");
+    assert!(
+        e.starts_with("r.toml: admin.token_env: environment variable KETAMA_TEST_UNSET_VAR"),
+        "{e}"
+    );
+    let e = err("[admin]\nlisten = \"127.0.0.1:9901\"\ntoken = \"t\"\n");
+    assert!(e.contains("backends"), "{e}");
+    // Auth may be turned off (the demo does, on loopback).
+    let v = parse("[admin]\nlisten = \"127.0.0.1:9901\"\nauth = false\n[[backends]]\naddress = \"127.0.0.1:1\"\n", "r.toml").unwrap();
+    assert_eq!(v.token, None);
+}
+
+#[test]
+fn the_committed_example_config_is_valid() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/router.toml");
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("token_env = \"KETAMA_ADMIN_TOKEN\"", "token = \"x\"");
+    let v = parse(&text, "router.toml").unwrap();
+    assert_eq!(v.config.backends.len(), 4);
+    assert!(v.new_ring.is_some());
+}
