@@ -29,7 +29,8 @@ pub struct Ctx {
     hash: u32,
     version: Option<Version>,
     rule: Option<usize>,
-    tried: Vec<usize>,
+    /// Backends tried, in order; a few at most (the retry count).
+    tried: Tried,
     backend: Option<usize>,
     /// Set when every backend was tried or unhealthy.
     exhausted: bool,
@@ -38,7 +39,30 @@ pub struct Ctx {
 impl Ctx {
     /// How many backends were tried.
     pub fn attempts(&self) -> usize {
-        self.tried.len()
+        self.tried.len
+    }
+}
+
+/// The backends a request tried: inline, no allocation per request.
+#[derive(Default)]
+struct Tried {
+    len: usize,
+    first: [usize; 4],
+    more: Vec<usize>,
+}
+
+impl Tried {
+    fn push(&mut self, n: usize) {
+        if self.len < self.first.len() {
+            self.first[self.len] = n;
+        } else {
+            self.more.push(n);
+        }
+        self.len += 1;
+    }
+
+    fn contains(&self, n: &usize) -> bool {
+        self.first[..self.len.min(4)].contains(n) || self.more.contains(n)
     }
 }
 
@@ -197,9 +221,10 @@ impl ProxyHttp for Router {
         };
         if state.response_headers {
             if let Some(n) = ctx.backend {
-                resp.insert_header("x-ketama-backend", state.backends[n].server.as_str())?;
+                resp.insert_header("x-ketama-backend", state.backends[n].header.clone())?;
             }
-            resp.insert_header("x-ketama-ring", ctx.version.map_or("only", |v| v.name()))?;
+            let ring = ctx.version.map_or("only", |v| v.name());
+            resp.insert_header("x-ketama-ring", http::HeaderValue::from_static(ring))?;
         }
         Ok(())
     }

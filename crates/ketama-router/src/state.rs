@@ -80,6 +80,8 @@ pub struct Backend {
     pub health: Arc<Health>,
     /// Shared counters.
     pub metrics: Arc<BackendMetrics>,
+    /// `server` as a ready header value (cloning it is a reference count).
+    pub header: http::HeaderValue,
 }
 
 /// When a label rule applies.
@@ -228,6 +230,7 @@ impl RoutingState {
                 addr: b.address.parse().expect("validated"),
                 health: registry.health(&b.address),
                 metrics: registry.metrics(&b.address),
+                header: http::HeaderValue::from_str(&b.address).expect("an IP:PORT is a valid header value"),
             })
             .collect();
         Ok(RoutingState {
