@@ -143,7 +143,7 @@ table "nginx (hash \$request_uri consistent)":18081:1 "stock Pingora (KetamaHash
 echo
 echo "## ketama-router settings (one worker)"
 echo
-table "nginx":18081:1 "ketama-router (defaults: work_stealing = false)":18083:1 "work_stealing = true (Pingora's default)":18084:1 "upstream_keepalive_pool_size = 0":18085:1 "trace_sample = 0.01":18086:1 "response_headers = false":18087:1 "stock Pingora, work_stealing = false":18088:1
+table "nginx":18081:1 "ketama-router (defaults, work_stealing = false)":18083:1 "work_stealing = true (Pingora's default)":18084:1 "upstream_keepalive_pool_size = 0":18085:1 "trace_sample = 0.01":18086:1 "response_headers = false":18087:1 "stock Pingora, work_stealing = false":18088:1
 echo
 
 # Two workers each.
