@@ -188,64 +188,25 @@ fn migration_routes_like_the_library() {
         );
     }
     // --require applies to both rings; an empty eligible set prints "-".
-    let (code, out, _) = run(
-        &[
+    let migrate = |extra: &[&str], input: &str| {
+        let mut args = vec![
             "route",
             "--servers",
             fo.path().to_str().unwrap(),
             "--to",
             fn_.path().to_str().unwrap(),
-            "--rollout",
-            "10000",
-            "--require",
-            "ssd,us",
-        ],
-        "x\n",
-    );
+        ];
+        args.extend_from_slice(extra);
+        run(&args, input)
+    };
+    let (code, out, _) = migrate(&["--rollout", "10000", "--require", "ssd,us"], "x\n");
     assert_eq!((code, out.as_str()), (0, "10.0.0.4:80\tnew\n"));
-    let (code, out, _) = run(
-        &[
-            "route",
-            "--servers",
-            fo.path().to_str().unwrap(),
-            "--to",
-            fn_.path().to_str().unwrap(),
-            "--rollout",
-            "0",
-            "--require",
-            "ssd,us",
-        ],
-        "x\n",
-    );
+    let (code, out, _) = migrate(&["--rollout", "0", "--require", "ssd,us"], "x\n");
     assert_eq!((code, out.as_str()), (0, "-\told\n"));
-    let (code, _, err) = run(
-        &[
-            "route",
-            "--servers",
-            fo.path().to_str().unwrap(),
-            "--to",
-            fn_.path().to_str().unwrap(),
-            "--rollout",
-            "10001",
-        ],
-        "",
-    );
+    let (code, _, err) = migrate(&["--rollout", "10001"], "");
     assert_eq!(code, 1);
     assert!(err.contains("10001"), "{err}");
-    let (code, _, err) = run(
-        &[
-            "route",
-            "--servers",
-            fo.path().to_str().unwrap(),
-            "--to",
-            fn_.path().to_str().unwrap(),
-            "--rollout",
-            "1",
-            "--scope-rollout",
-            "ams",
-        ],
-        "",
-    );
+    let (code, _, err) = migrate(&["--rollout", "1", "--scope-rollout", "ams"], "");
     assert_eq!(code, 1);
     assert!(err.contains("NAME=BP"), "{err}");
 }

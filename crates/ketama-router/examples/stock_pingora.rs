@@ -39,12 +39,18 @@ impl ProxyHttp for Stock {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut listen, mut threads, mut backends) = ("127.0.0.1:18082".to_string(), 1usize, Vec::new());
+    let (mut listen, mut threads, mut backends) =
+        ("127.0.0.1:18082".to_string(), 1usize, Vec::new());
     let mut work_stealing = true; // Pingora's default
     while let Some(a) = args.next() {
         match a.as_str() {
             "--listen" => listen = args.next().expect("--listen ADDR"),
-            "--threads" => threads = args.next().and_then(|t| t.parse().ok()).expect("--threads N"),
+            "--threads" => {
+                threads = args
+                    .next()
+                    .and_then(|t| t.parse().ok())
+                    .expect("--threads N")
+            }
             "--no-steal" => work_stealing = false,
             _ => backends.push(a),
         }
@@ -59,7 +65,8 @@ fn main() {
     };
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let lb = LoadBalancer::try_from_iter(backends.iter().map(String::as_str)).expect("backend addresses");
+    let lb = LoadBalancer::try_from_iter(backends.iter().map(String::as_str))
+        .expect("backend addresses");
     let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, Stock(Arc::new(lb)));
     proxy.add_tcp(&listen);
     server.add_service(proxy);

@@ -230,7 +230,8 @@ impl RoutingState {
                 addr: b.address.parse().expect("validated"),
                 health: registry.health(&b.address),
                 metrics: registry.metrics(&b.address),
-                header: http::HeaderValue::from_str(&b.address).expect("an IP:PORT is a valid header value"),
+                header: http::HeaderValue::from_str(&b.address)
+                    .expect("an IP:PORT is a valid header value"),
             })
             .collect();
         Ok(RoutingState {

@@ -209,6 +209,20 @@ fn parse_response(c: &mut TcpStream) -> std::io::Result<Resp> {
     })
 }
 
+/// `n` origins and a router over them (weights, extra config), in a temp
+/// dir that must live as long as the router.
+fn setup(weights: &[u32], extra: &str) -> (Vec<Origin>, RouterProc, tempfile::TempDir) {
+    let origins: Vec<Origin> = (0..weights.len()).map(Origin::start).collect();
+    let refs: Vec<&Origin> = origins.iter().collect();
+    let proxy: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    std::fs::write(&path, config(&refs, weights, proxy, admin, extra)).unwrap();
+    let r = start_router(&path, proxy, admin);
+    (origins, r, dir)
+}
+
 fn get(r: &RouterProc, path: &str) -> Resp {
     request(r.proxy, "GET", path, &[], "").unwrap()
 }
@@ -233,17 +247,9 @@ fn urls(n: usize) -> Vec<String> {
 
 #[test]
 fn routes_like_the_library_for_1000_urls() {
-    let origins: Vec<Origin> = (0..5).map(Origin::start).collect();
-    let refs: Vec<&Origin> = origins.iter().collect();
     let weights = [1, 2, 3, 1, 2];
-    let (proxy, admin) = (
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    std::fs::write(&path, config(&refs, &weights, proxy, admin, "")).unwrap();
-    let r = start_router(&path, proxy, admin);
+    let (origins, r, _dir) = setup(&weights, "");
+    let refs: Vec<&Origin> = origins.iter().collect();
     let ring = library_ring(&refs, &weights);
     for u in urls(1000) {
         let resp = get(&r, &u);
@@ -261,17 +267,9 @@ fn routes_like_the_library_for_1000_urls() {
 
 #[test]
 fn a_killed_backend_fails_over_and_no_other_key_moves() {
-    let origins: Vec<Origin> = (0..5).map(Origin::start).collect();
-    let refs: Vec<&Origin> = origins.iter().collect();
     let weights = [1, 1, 1, 1, 1];
-    let (proxy, admin) = (
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    std::fs::write(&path, config(&refs, &weights, proxy, admin, "")).unwrap();
-    let r = start_router(&path, proxy, admin);
+    let (origins, r, _dir) = setup(&weights, "");
+    let refs: Vec<&Origin> = origins.iter().collect();
     let ring = library_ring(&refs, &weights);
     let us = urls(300);
     let before: Vec<String> = us
@@ -320,16 +318,7 @@ fn a_killed_backend_fails_over_and_no_other_key_moves() {
 
 #[test]
 fn every_backend_down_is_a_502_with_a_clear_body() {
-    let origins: Vec<Origin> = (0..2).map(Origin::start).collect();
-    let refs: Vec<&Origin> = origins.iter().collect();
-    let (proxy, admin) = (
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    std::fs::write(&path, config(&refs, &[1, 1], proxy, admin, "")).unwrap();
-    let r = start_router(&path, proxy, admin);
+    let (origins, r, _dir) = setup(&[1, 1], "");
     assert_eq!(get(&r, "/x").status, 200);
     for o in &origins {
         o.kill();
@@ -345,16 +334,10 @@ fn every_backend_down_is_a_502_with_a_clear_body() {
 
 #[test]
 fn reload_under_concurrent_load_fails_no_request() {
-    let origins: Vec<Origin> = (0..4).map(Origin::start).collect();
+    let (origins, r, dir) = setup(&[1, 1, 1, 1], "");
     let refs: Vec<&Origin> = origins.iter().collect();
-    let (proxy, admin): (SocketAddr, SocketAddr) = (
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
+    let (proxy, admin) = (r.proxy, r.admin);
     let path = dir.path().join("router.toml");
-    std::fs::write(&path, config(&refs, &[1, 1, 1, 1], proxy, admin, "")).unwrap();
-    let r = start_router(&path, proxy, admin);
     let stop = Arc::new(AtomicBool::new(false));
     let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let clients: Vec<_> = (0..3)
@@ -417,17 +400,9 @@ fn reload_under_concurrent_load_fails_no_request() {
 
 #[test]
 fn admin_needs_the_token_and_sets_the_rollout() {
-    let origins: Vec<Origin> = (0..3).map(Origin::start).collect();
-    let refs: Vec<&Origin> = origins.iter().collect();
-    let (proxy, admin) = (
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
     let migration = "\n[migration]\nring = { compat = \"nginx\", layout = \"compact\", point_multiple = 16 }\nglobal_bp = 0\nscope = \"ams\"\n";
-    std::fs::write(&path, config(&refs, &[1, 1, 1], proxy, admin, migration)).unwrap();
-    let r = start_router(&path, proxy, admin);
+    let (_origins, r, _dir) = setup(&[1, 1, 1], migration);
+    let admin = r.admin;
     for (path, method) in [
         ("/status", "GET"),
         ("/metrics", "GET"),
@@ -496,16 +471,8 @@ fn admin_needs_the_token_and_sets_the_rollout() {
 
 #[test]
 fn malformed_requests_and_oversized_headers_get_a_4xx_and_the_router_keeps_serving() {
-    let origins: Vec<Origin> = (0..2).map(Origin::start).collect();
-    let refs: Vec<&Origin> = origins.iter().collect();
-    let (proxy, admin) = (
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    std::fs::write(&path, config(&refs, &[1, 1], proxy, admin, "")).unwrap();
-    let r = start_router(&path, proxy, admin);
+    let (_origins, r, _dir) = setup(&[1, 1], "");
+    let proxy = r.proxy;
     let raw = |bytes: &[u8]| -> Option<u16> {
         let mut c = TcpStream::connect(proxy).unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
