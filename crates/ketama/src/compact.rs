@@ -138,34 +138,51 @@ impl Compact {
         let mut bases = vec![0u32; (buckets >> sb_shift) + 1];
         let sb_mask = (1usize << sb_shift) - 1;
         let mut next = 0usize; // the next bucket whose start is unwritten
-        let mut start_at = |upto: usize, i: usize, offsets: &mut BitWriter| {
-            while next <= upto {
-                if next & sb_mask == 0 {
-                    bases[next >> sb_shift] = i as u32;
+                               // Buckets `next..=upto` start at point `i`.
+        let start_at = |next: &mut usize,
+                        upto: usize,
+                        i: usize,
+                        offsets: &mut BitWriter,
+                        bases: &mut [u32]| {
+            while *next <= upto {
+                if *next & sb_mask == 0 {
+                    bases[*next >> sb_shift] = i as u32;
                 }
-                offsets.push((i - bases[next >> sb_shift] as usize) as u64, off_bits);
-                next += 1;
+                offsets.push((i - bases[*next >> sb_shift] as usize) as u64, off_bits);
+                *next += 1;
             }
         };
         let mut words = sorted;
-        let (mut acc, mut acc_bits, mut k) = (0u128, 0u32, 0usize);
+        let rem_mask = mask(rem_bits);
+        // A 64-bit accumulator: `acc` holds `acc_bits < 64` pending bits.
+        let (mut acc, mut acc_bits, mut k) = (0u64, 0u32, 0usize);
         for i in 0..len {
-            let h = sort::hash_of(words[i]) as u64;
-            let node = sort::node_of(words[i]) as u64;
-            start_at((h >> rem_bits) as usize, i, &mut offsets);
-            acc |= (((h & mask(rem_bits)) << node_bits | node) as u128) << acc_bits;
-            acc_bits += width;
-            if acc_bits >= 64 {
-                words[k] = acc as u64;
+            let p = words[i];
+            let h = p >> 32;
+            let bucket = (h >> rem_bits) as usize;
+            if bucket >= next {
+                start_at(&mut next, bucket, i, &mut offsets, &mut bases);
+            }
+            let e = (h & rem_mask) << node_bits | (p & 0xffff_ffff);
+            acc |= e << acc_bits;
+            if acc_bits + width >= 64 {
+                words[k] = acc;
                 k += 1;
-                acc >>= 64;
-                acc_bits -= 64;
+                // The bits of `e` that did not fit (none when it ended the word).
+                acc = if acc_bits == 0 {
+                    0
+                } else {
+                    e >> (64 - acc_bits)
+                };
+                acc_bits = acc_bits + width - 64;
+            } else {
+                acc_bits += width;
             }
         }
-        start_at(buckets, len, &mut offsets);
+        start_at(&mut next, buckets, len, &mut offsets, &mut bases);
         words.truncate(k);
         // The partial last word, then padding for the reader's second load.
-        words.extend_from_slice(&[acc as u64, 0]);
+        words.extend_from_slice(&[acc, 0]);
         words.shrink_to_fit();
         let entries = words.into_boxed_slice();
         let offsets = offsets.finish();
