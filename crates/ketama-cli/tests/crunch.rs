@@ -190,6 +190,16 @@ fn recommend_finds_the_smallest_multiple() {
         "0.1",
     ]);
     assert_eq!(code, 2);
+    let idle = servers(&["10.0.0.1:80 0".to_string(), "10.0.0.2:80 down".to_string()]);
+    let (code, _, err) = ketama(&[
+        "recommend",
+        "--servers",
+        idle.path().to_str().unwrap(),
+        "--max-cv",
+        "0.1",
+    ]);
+    assert_eq!(code, 1);
+    assert!(err.contains("no server is up"), "{err}");
 }
 
 #[test]
