@@ -323,6 +323,12 @@ pub fn recommend(args: RecommendArgs) -> anyhow::Result<()> {
         (None, None) => bail!("give --max-cv or --max-extra-error"),
     };
     let nodes = read_nodes(&args.servers)?;
+    if !nodes.iter().any(|n| n.weight() > 0 && !n.is_down()) {
+        bail!(
+            "{}: no server is up with a nonzero weight, so no point multiple can balance it",
+            args.servers.display()
+        );
+    }
     let builder = RingBuilder::new()
         .compat(args.compat)
         .point_multiple(args.point_multiple);
