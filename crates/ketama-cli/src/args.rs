@@ -30,15 +30,32 @@ impl RingArgs {
     }
 }
 
-/// Reads a servers file and builds a ring from it.
-pub fn load_ring(path: &Path, builder: RingBuilder) -> anyhow::Result<Ring> {
+/// Reads and parses a servers file.
+pub fn read_nodes(path: &Path) -> anyhow::Result<Vec<ketama::Node>> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read servers file {name}"))?;
-    let nodes = ketama::parse_servers(&text, &name)?;
-    builder
-        .build(nodes)
-        .with_context(|| format!("cannot build a {} ring from {name}", builder.get_compat()))
+    Ok(ketama::parse_servers(&text, &name)?)
+}
+
+/// Builds a ring from nodes read from `path` (named in the error).
+pub fn build_ring(
+    path: &Path,
+    nodes: Vec<ketama::Node>,
+    builder: RingBuilder,
+) -> anyhow::Result<Ring> {
+    builder.build(nodes).with_context(|| {
+        format!(
+            "cannot build a {} ring from {}",
+            builder.get_compat(),
+            path.display()
+        )
+    })
+}
+
+/// Reads a servers file and builds a ring from it.
+pub fn load_ring(path: &Path, builder: RingBuilder) -> anyhow::Result<Ring> {
+    build_ring(path, read_nodes(path)?, builder)
 }
 
 /// A servers file path argument.

@@ -13,7 +13,7 @@ use ketama::analysis::{self, Target};
 use ketama::{Compat, Layout, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE};
 use serde_json::json;
 
-use crate::args::{load_ring, RingArgs, ServersPath};
+use crate::args::{build_ring, load_ring, read_nodes, RingArgs, ServersPath};
 
 /// Options of `ketama analyze`.
 #[derive(Args, Debug)]
@@ -47,13 +47,6 @@ fn layout_memory(
         .collect()
 }
 
-fn read_nodes(path: &std::path::Path) -> anyhow::Result<Vec<ketama::Node>> {
-    let name = path.display().to_string();
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read servers file {name}"))?;
-    Ok(ketama::parse_servers(&text, &name)?)
-}
-
 fn num(x: f64) -> serde_json::Value {
     if x.is_finite() {
         json!(x)
@@ -65,7 +58,7 @@ fn num(x: f64) -> serde_json::Value {
 pub fn analyze(args: AnalyzeArgs) -> anyhow::Result<()> {
     let builder = args.ring.builder();
     let nodes = read_nodes(&args.servers)?;
-    let ring = load_ring(&args.servers, builder)?;
+    let ring = build_ring(&args.servers, nodes.clone(), builder)?;
     let a = analysis::analyze(&ring);
     let memory = layout_memory(&nodes, builder);
     let points = ring.point_count().max(1) as f64;

@@ -9,39 +9,14 @@ fn ketama() -> Command {
     Command::new(env!("CARGO_BIN_EXE_ketama"))
 }
 
+mod common;
+
+use common::{run, servers_file};
+
 fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../ketama/tests/data/nginx")
         .join(name)
-}
-
-/// Runs `ketama ARGS` with `input` on stdin; returns (status, stdout, stderr).
-fn run(args: &[&str], input: &[u8]) -> (i32, String, String) {
-    let mut child = ketama()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_vec();
-    let writer = std::thread::spawn(move || {
-        let _ = stdin.write_all(&input);
-    });
-    let out = child.wait_with_output().unwrap();
-    writer.join().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-fn servers_file(text: &str) -> tempfile::NamedTempFile {
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(text.as_bytes()).unwrap();
-    f
 }
 
 #[test]

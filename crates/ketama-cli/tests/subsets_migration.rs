@@ -1,36 +1,18 @@
 //! `ketama route --require`, `--require-from-input`, `--to ... --rollout`
 //! and `ketama migrate-plan`, end to end against the library.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use ketama::migration::Version;
 use ketama::{parse_servers, Migration, RingBuilder, Rollout};
 
+mod common;
+
 fn run(args: &[&str], input: &str) -> (i32, String, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ketama"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The command may exit (on a bad argument or input line) before it has
-    // read all its input: a broken pipe here is expected.
-    let _ = child.stdin.take().unwrap().write_all(input.as_bytes());
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
+    common::run(args, input.as_bytes())
 }
 
-fn file(text: &str) -> tempfile::NamedTempFile {
-    let mut f = tempfile::NamedTempFile::new().unwrap();
-    f.write_all(text.as_bytes()).unwrap();
-    f
-}
+use common::servers_file as file;
 
 const OLD: &str = "10.0.0.1:80 labels=eu,ssd\n10.0.0.2:80 labels=us\n10.0.0.3:80 2 labels=eu\n10.0.0.5:80 labels=us,video\n";
 const NEW: &str = "10.0.0.1:80 labels=eu,ssd\n10.0.0.2:80 labels=us\n10.0.0.3:80 2 labels=eu\n10.0.0.4:80 labels=us,ssd\n";
