@@ -1,30 +1,41 @@
 //! Any bytes as a servers file, with a scheme, layout and multiple taken
 //! from the first bytes: parsing and building never panic, every built
-//! ring passes its invariant checker, every layout routes identically, and
-//! lookups (plain, batched, failover, with requirements) agree.
+//! ring passes its invariant checker, every layout routes identically,
+//! lookups (plain, batched, failover) agree, and a label requirement
+//! answers exactly as a ring built from only the eligible servers.
 #![no_main]
 
-use ketama::{Compat, Layout, RingBuilder};
+use std::sync::Arc;
+
+use ketama::{testing, Compat, Layout, Node, Requirement, RingBuilder};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
         return;
     }
-    let compat = Compat::ALL[data[0] as usize % 3];
+    let compat = Compat::ALL[data[0] as usize % Compat::ALL.len()];
     let multiple = 1 + data[1] as u32 % 64;
     let Ok(text) = std::str::from_utf8(&data[3..]) else { return };
     let Ok(nodes) = ketama::parse_servers(text, "fuzz") else { return };
+    let builder = RingBuilder::new().compat(compat).point_multiple(multiple);
     let mut rings = Vec::new();
     for layout in Layout::ALL {
-        let Ok(ring) = RingBuilder::new().compat(compat).layout(layout).point_multiple(multiple).build(nodes.clone()) else {
+        let Ok(ring) = builder.layout(layout).build(nodes.clone()) else {
             return;
         };
-        ring.check_invariants().expect("invariants");
-        rings.push(ring);
+        testing::check_invariants(&ring).expect("invariants");
+        rings.push(Arc::new(ring));
     }
     let hashes: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(0x9E37_79B9) ^ data[2] as u32).collect();
     let mut batch = Vec::new();
+    let labels: Vec<String> = rings[0].label_names().take(2).map(String::from).collect();
+    let eligible: Vec<Node> = nodes
+        .iter()
+        .filter(|n| labels.iter().all(|l| n.labels().any(|x| x == l)))
+        .cloned()
+        .collect();
+    let dedicated = builder.layout(Layout::Wide).build(eligible).ok();
     for ring in &rings {
         ring.node_indices_for_hashes(&hashes, &mut batch);
         for (&h, &b) in hashes.iter().zip(&batch) {
@@ -33,11 +44,21 @@ fuzz_target!(|data: &[u8]| {
             let first = ring.failover_for_hash(h).next().map(|n| n.server());
             assert_eq!(first, ring.node_for_hash(h).map(|n| n.server()));
         }
-        let labels: Vec<&str> = ring.label_names().take(2).collect();
-        if let Ok(req) = ring.requirement(&labels) {
-            for &h in &hashes {
-                let _ = ring.node_index_required_for_hash(h, &req);
+        match (Requirement::new(ring, &labels), &dedicated) {
+            (Ok(req), Some(ded)) => {
+                for &h in &hashes {
+                    let got = req.node_index_for_hash(h).map(|i| ring.nodes()[i].server());
+                    assert_eq!(got, ded.node_for_hash(h).map(|n| n.server()), "hash {h:#x}, labels {labels:?}");
+                    let order: Vec<&str> = req.failover(h).map(|i| ring.nodes()[i].server()).collect();
+                    let want: Vec<&str> = ded.failover_for_hash(h).map(|n| n.server()).collect();
+                    assert_eq!(order, want);
+                }
             }
+            (Err(ketama::Error::RequirementWithPingoraV1), _) => assert_eq!(compat, Compat::PingoraV1),
+            (Err(e), _) => panic!("a requirement of the ring's own labels failed: {e}"),
+            // The eligible servers alone cannot form a ring only if the
+            // whole set could not (it did) -- never.
+            (Ok(_), None) => panic!("the dedicated ring failed to build"),
         }
     }
 });

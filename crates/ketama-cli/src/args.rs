@@ -1,10 +1,10 @@
-//! Options shared by several commands.
+//! Options and helpers shared by several commands.
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use clap::Args;
-use ketama::{Compat, Layout, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE};
+use ketama::{Compat, Layout, Node, Ring, RingBuilder, RingSettings, DEFAULT_POINT_MULTIPLE};
 
 /// How to build a ring: scheme, layout and point multiple.
 #[derive(Args, Debug, Clone)]
@@ -15,48 +15,106 @@ pub struct RingArgs {
     /// Storage layout: wide, packed or compact (routing is the same in every layout).
     #[arg(long, default_value = "wide")]
     pub layout: Layout,
-    /// Points per weight unit.
-    #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE)]
+    /// Points per weight unit (at least 1).
+    #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
     pub point_multiple: u32,
 }
 
 impl RingArgs {
-    /// The builder these options describe.
-    pub fn builder(&self) -> RingBuilder {
-        RingBuilder::new()
-            .compat(self.compat)
-            .layout(self.layout)
-            .point_multiple(self.point_multiple)
+    /// The settings these options describe.
+    pub fn settings(&self) -> RingSettings {
+        RingSettings {
+            compat: self.compat,
+            layout: self.layout,
+            point_multiple: self.point_multiple,
+        }
     }
 }
 
-/// Reads and parses a servers file.
-pub fn read_nodes(path: &Path) -> anyhow::Result<Vec<ketama::Node>> {
+/// Reads and parses a servers file. A file with no server at all is an
+/// error (a file whose servers are all down or drained is not).
+pub fn read_nodes(path: &Path) -> anyhow::Result<Vec<Node>> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read servers file {name}"))?;
-    Ok(ketama::parse_servers(&text, &name)?)
+    let nodes = ketama::parse_servers(&text, &name)?;
+    if nodes.is_empty() {
+        bail!("servers file {name} lists no server: write one SERVER [WEIGHT] per line");
+    }
+    Ok(nodes)
 }
 
 /// Builds a ring from nodes read from `path` (named in the error).
-pub fn build_ring(
-    path: &Path,
-    nodes: Vec<ketama::Node>,
-    builder: RingBuilder,
-) -> anyhow::Result<Ring> {
-    builder.build(nodes).with_context(|| {
+pub fn build_ring(path: &Path, nodes: Vec<Node>, settings: RingSettings) -> anyhow::Result<Ring> {
+    RingBuilder::from(settings).build(nodes).with_context(|| {
         format!(
             "cannot build a {} ring from {}",
-            builder.get_compat(),
+            settings.compat,
             path.display()
         )
     })
 }
 
 /// Reads a servers file and builds a ring from it.
-pub fn load_ring(path: &Path, builder: RingBuilder) -> anyhow::Result<Ring> {
-    build_ring(path, read_nodes(path)?, builder)
+pub fn load_ring(path: &Path, settings: RingSettings) -> anyhow::Result<Ring> {
+    build_ring(path, read_nodes(path)?, settings)
 }
 
 /// A servers file path argument.
 pub type ServersPath = PathBuf;
+
+/// The current and the new ring of a two-ring command (`diff`,
+/// `migrate-plan`, `route --to`).
+#[derive(Args, Debug, Clone)]
+pub struct TwoRings {
+    /// Servers file of the current ring.
+    #[arg(long)]
+    pub from: ServersPath,
+    /// Servers file of the new ring.
+    #[arg(long)]
+    pub to: ServersPath,
+    /// Scheme of the current ring: nginx, pingora-v1 or pingora-v2.
+    #[arg(long, default_value = "nginx")]
+    pub from_compat: Compat,
+    /// Layout of the current ring: wide, packed or compact.
+    #[arg(long, default_value = "wide")]
+    pub from_layout: Layout,
+    /// Point multiple of the current ring (at least 1).
+    #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
+    pub from_point_multiple: u32,
+    /// Scheme of the new ring: nginx, pingora-v1 or pingora-v2.
+    #[arg(long, default_value = "nginx")]
+    pub to_compat: Compat,
+    /// Layout of the new ring: wide, packed or compact.
+    #[arg(long, default_value = "wide")]
+    pub to_layout: Layout,
+    /// Point multiple of the new ring (at least 1).
+    #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
+    pub to_point_multiple: u32,
+}
+
+impl TwoRings {
+    /// Builds both rings.
+    pub fn load(&self) -> anyhow::Result<(Ring, Ring)> {
+        let from = RingSettings {
+            compat: self.from_compat,
+            layout: self.from_layout,
+            point_multiple: self.from_point_multiple,
+        };
+        let to = RingSettings {
+            compat: self.to_compat,
+            layout: self.to_layout,
+            point_multiple: self.to_point_multiple,
+        };
+        Ok((load_ring(&self.from, from)?, load_ring(&self.to, to)?))
+    }
+}
+
+/// A JSON number, or null where the value is undefined (NaN, infinite).
+pub fn num(x: f64) -> serde_json::Value {
+    if x.is_finite() {
+        serde_json::json!(x)
+    } else {
+        serde_json::Value::Null
+    }
+}

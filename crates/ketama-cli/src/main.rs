@@ -1,21 +1,24 @@
 //! The `ketama` command line: parsing and printing only; every computation is
-//! a call into the `ketama` library.
+//! a call into the `ketama` library. One file per command.
 
 use std::io;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-mod alloc;
+mod analyze;
 mod args;
 mod bench;
-mod bench_subsets;
-mod crunch;
+mod diff;
+mod migrate_plan;
 mod plot;
+mod recommend;
 mod route;
+mod sweep;
 
+/// Counts heap bytes only while `ketama bench` measures (see `bench::alloc`).
 #[global_allocator]
-static GLOBAL: alloc::Counting = alloc::Counting;
+static GLOBAL: bench::alloc::Counting = bench::alloc::Counting;
 
 /// Consistent hashing identical to nginx and pingora-ketama.
 #[derive(Parser, Debug)]
@@ -34,17 +37,17 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Per-server and overall balance of a ring: exact shares, collisions,
     /// predicted and measured CV, memory per layout.
-    Analyze(crunch::AnalyzeArgs),
+    Analyze(analyze::AnalyzeArgs),
     /// Predicted and measured CV over a range of points per server (CSV,
     /// optional SVG chart).
-    Sweep(crunch::SweepArgs),
+    Sweep(sweep::SweepArgs),
     /// The smallest point multiple that meets a balance target.
-    Recommend(crunch::RecommendArgs),
+    Recommend(recommend::RecommendArgs),
     /// The exact share of keys whose server changes between two rings.
-    Diff(crunch::DiffArgs),
+    Diff(diff::DiffArgs),
     /// For each rollout step (basis points), the expected share of keys
     /// whose server changes against the old ring.
-    MigratePlan(crunch::MigratePlanArgs),
+    MigratePlan(migrate_plan::MigratePlanArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,11 +55,11 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Route(a) => route::run(a),
         Command::Bench(a) => bench::run(a),
-        Command::Analyze(a) => crunch::analyze(a),
-        Command::Sweep(a) => crunch::sweep(a),
-        Command::Recommend(a) => crunch::recommend(a),
-        Command::Diff(a) => crunch::diff(a),
-        Command::MigratePlan(a) => crunch::migrate_plan(a),
+        Command::Analyze(a) => analyze::run(a),
+        Command::Sweep(a) => sweep::run(a),
+        Command::Recommend(a) => recommend::run(a),
+        Command::Diff(a) => diff::run(a),
+        Command::MigratePlan(a) => migrate_plan::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

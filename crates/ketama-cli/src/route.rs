@@ -1,13 +1,14 @@
-//! `ketama route`: keys on stdin, servers on stdout.
+//! `ketama route`: keys on stdin, servers on stdout. Every answer is the
+//! library's routing decision (`RouteTable`); this file reads lines and
+//! prints servers.
 
 use std::io::{self, Read, Write};
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use ketama::migration::Version;
 use ketama::{
-    Compat, Layout, Migration, Requirement, RequirementCache, Ring, Rollout, DEFAULT_POINT_MULTIPLE,
+    Compat, Layout, Migration, Need, Rollout, RouteTable, Version, DEFAULT_POINT_MULTIPLE,
 };
 
 use crate::args::{load_ring, RingArgs, ServersPath};
@@ -20,9 +21,9 @@ pub struct RouteArgs {
     servers: ServersPath,
     #[command(flatten)]
     ring: RingArgs,
-    /// Print up to R distinct servers per key, in failover order.
-    #[arg(long)]
-    replicas: Option<usize>,
+    /// Print up to R distinct servers per key, in failover order (at least 1).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+    replicas: Option<u64>,
     /// Route only to servers carrying all these labels (comma-separated).
     #[arg(long, conflicts_with = "require_from_input")]
     require: Option<String>,
@@ -33,17 +34,17 @@ pub struct RouteArgs {
     /// Servers file of a new ring to migrate to; prints `SERVER<TAB>old|new`.
     #[arg(long, requires = "rollout")]
     to: Option<ServersPath>,
-    /// Scheme of the new ring.
+    /// Scheme of the new ring: nginx, pingora-v1 or pingora-v2.
     #[arg(long, default_value = "nginx", requires = "to")]
     to_compat: Compat,
-    /// Layout of the new ring.
+    /// Layout of the new ring: wide, packed or compact.
     #[arg(long, default_value = "wide", requires = "to")]
     to_layout: Layout,
-    /// Point multiple of the new ring.
-    #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, requires = "to")]
+    /// Point multiple of the new ring (at least 1).
+    #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, requires = "to", value_parser = clap::value_parser!(u32).range(1..))]
     to_point_multiple: u32,
     /// Share of keys routed by the new ring, in basis points (0 to 10000).
-    #[arg(long, requires = "to")]
+    #[arg(long, requires = "to", value_parser = clap::value_parser!(u32).range(0..=10_000))]
     rollout: Option<u32>,
     /// A scope's own rollout, NAME=BP; repeatable.
     #[arg(long, requires = "to")]
@@ -57,18 +58,23 @@ pub struct RouteArgs {
 /// chunk are flushed before the next read, which may block.
 const CHUNK: usize = 64 * 1024;
 
-/// Memory for requirements (dedicated rings of sparse label combinations)
-/// read from the input.
-const REQUIREMENT_CACHE: usize = 256 << 20;
+/// The longest input line (key, and labels with `--require-from-input`)
+/// accepted: longer is an error naming the line. A URL is far shorter
+/// (nginx reads request heads in 8 KiB buffers by default).
+pub const MAX_LINE: usize = 1 << 20;
 
-/// What routes a key: one ring or a migration, and the label requirement.
+/// Memory for dedicated rings of sparse label combinations read from the
+/// input, per ring.
+const REQUIREMENT_CACHE: usize = 128 << 20;
+
+/// What routes a key: the routing table and what each line asks of it.
 struct Router {
-    ring: Arc<Ring>,
-    migration: Option<(Migration, Option<String>)>,
-    fixed: Option<(Requirement, Option<Requirement>)>,
+    table: RouteTable,
+    /// `--require`.
+    fixed: Option<Need>,
     from_input: bool,
-    caches: (RequirementCache, RequirementCache),
-    replicas: Option<usize>,
+    replicas: usize,
+    scope: Option<String>,
 }
 
 fn parse_labels(s: &str) -> Vec<&str> {
@@ -77,19 +83,16 @@ fn parse_labels(s: &str) -> Vec<&str> {
 
 impl Router {
     fn new(args: &RouteArgs) -> anyhow::Result<Self> {
-        if args.replicas == Some(0) {
-            bail!("--replicas 0 would print nothing: give at least 1");
-        }
-        let ring = Arc::new(load_ring(&args.servers, args.ring.builder())?);
-        let migration = match &args.to {
-            None => None,
+        let ring = Arc::new(load_ring(&args.servers, args.ring.settings())?);
+        let mut table = match &args.to {
+            None => RouteTable::new(ring),
             Some(path) => {
-                let new = RingArgs {
+                let to = RingArgs {
                     compat: args.to_compat,
                     layout: args.to_layout,
                     point_multiple: args.to_point_multiple,
                 };
-                let new = Arc::new(load_ring(path, new.builder())?);
+                let new = Arc::new(load_ring(path, to.settings())?);
                 let mut rollout = Rollout::new(args.rollout.unwrap_or(0))?;
                 for s in &args.scope_rollout {
                     let (name, bp) = s.rsplit_once('=').with_context(|| {
@@ -103,106 +106,47 @@ impl Router {
                     if name.is_empty() {
                         bail!("--scope-rollout {s:?}: the scope name is empty");
                     }
-                    rollout = rollout.with_scope(name, bp)?;
+                    rollout = rollout
+                        .with_scope(name, bp)
+                        .with_context(|| format!("--scope-rollout {s:?}"))?;
                 }
-                Some((
-                    Migration::new(ring.clone(), new, rollout),
-                    args.scope.clone(),
-                ))
+                RouteTable::migrating(Migration::new(ring, new, rollout))
             }
-        };
+        }
+        .with_requirement_cap(REQUIREMENT_CACHE);
         let fixed = match &args.require {
             None => None,
-            Some(r) => {
-                let labels = parse_labels(r);
-                let old = ring
-                    .requirement(&labels)
-                    .with_context(|| format!("--require {r:?}"))?;
-                let new = match &migration {
-                    Some((m, _)) => Some(
-                        m.new_ring()
-                            .requirement(&labels)
-                            .with_context(|| format!("--require {r:?} on the --to ring"))?,
-                    ),
-                    None => None,
-                };
-                Some((old, new))
-            }
+            Some(r) => Some(table.need(&parse_labels(r)).map_err(|e| match e {
+                ketama::Error::OnRing { source, .. } => {
+                    anyhow::anyhow!("--require {r:?} on the --to ring: {source}")
+                }
+                e => anyhow::anyhow!("--require {r:?}: {e}"),
+            })?),
         };
         Ok(Router {
-            ring,
-            migration,
+            table,
             fixed,
             from_input: args.require_from_input,
-            caches: (
-                RequirementCache::new(REQUIREMENT_CACHE / 2),
-                RequirementCache::new(REQUIREMENT_CACHE / 2),
-            ),
-            replicas: args.replicas,
+            replicas: args.replicas.unwrap_or(1).min(usize::MAX as u64) as usize,
+            scope: args.scope.clone(),
         })
     }
 
-    /// Whether every key is a plain lookup on one ring (the batched path).
-    fn plain(&self) -> bool {
-        self.migration.is_none()
-            && self.fixed.is_none()
-            && !self.from_input
-            && self.replicas.is_none()
+    /// Whether keys can be answered as a batch: one answer per key, the
+    /// same requirement for all.
+    fn batched(&self) -> bool {
+        !self.from_input && self.replicas == 1
     }
 
-    /// Answers one input line (without its newline).
-    fn answer(&self, line: &[u8], line_no: u64, out: &mut impl Write) -> anyhow::Result<()> {
-        let (key, labels) = if self.from_input {
-            match line.iter().rposition(|&b| b == b'\t') {
-                Some(t) => (&line[..t], Some(&line[t + 1..])),
-                None => (line, None),
-            }
-        } else {
-            (line, None)
-        };
-        let labels: Vec<&str> = match labels {
-            Some(l) => parse_labels(
-                std::str::from_utf8(l)
-                    .with_context(|| format!("stdin line {line_no}: the labels are not UTF-8"))?,
-            ),
-            None => Vec::new(),
-        };
-        let (ring, version) = match &self.migration {
-            Some((m, scope)) => {
-                let v = m.version(key, scope.as_deref());
-                m.count(v);
-                (m.ring(v), Some(v))
-            }
-            None => (&*self.ring, None),
-        };
-        let cached;
-        let req: Option<&Requirement> = match (&self.fixed, version) {
-            (Some((old, _)), None | Some(Version::Old)) => Some(old),
-            (Some((_, Some(new))), Some(Version::New)) => Some(new),
-            _ if !labels.is_empty() => {
-                let cache = if version == Some(Version::New) {
-                    &self.caches.1
-                } else {
-                    &self.caches.0
-                };
-                cached = cache
-                    .get(ring, &labels)
-                    .with_context(|| format!("stdin line {line_no}"))?;
-                Some(&*cached)
-            }
-            _ => None,
-        };
-        let hash = Ring::hash_key(key);
-        let take = self.replicas.unwrap_or(1);
+    fn write_answer(
+        &self,
+        version: Version,
+        nodes: &mut dyn Iterator<Item = usize>,
+        out: &mut impl Write,
+    ) -> io::Result<()> {
+        let ring = self.table.ring(version);
         let mut any = false;
-        let nodes: Box<dyn Iterator<Item = usize>> = match req {
-            Some(r) => ring.failover_required(hash, r),
-            None => {
-                let mut f = ring.failover_for_hash(hash);
-                Box::new(std::iter::from_fn(move || f.next_index()))
-            }
-        };
-        for n in nodes.take(take) {
+        for n in nodes {
             if any {
                 out.write_all(b" ")?;
             }
@@ -212,17 +156,43 @@ impl Router {
         if !any {
             out.write_all(b"-")?;
         }
-        if let Some(v) = version {
+        if self.table.migration().is_some() {
             out.write_all(b"\t")?;
-            out.write_all(v.name().as_bytes())?;
+            out.write_all(version.name().as_bytes())?;
         }
-        out.write_all(b"\n")?;
+        out.write_all(b"\n")
+    }
+
+    /// Answers one input line (without its newline).
+    fn answer(&mut self, line: &[u8], line_no: u64, out: &mut impl Write) -> anyhow::Result<()> {
+        let (key, need) = if self.from_input {
+            match line.iter().rposition(|&b| b == b'\t') {
+                Some(t) => {
+                    let labels = std::str::from_utf8(&line[t + 1..]).with_context(|| {
+                        format!("stdin line {line_no}: the labels are not UTF-8")
+                    })?;
+                    let need = self
+                        .table
+                        .need(&parse_labels(labels))
+                        .with_context(|| format!("stdin line {line_no}"))?;
+                    (&line[..t], Some(need))
+                }
+                None => (line, None),
+            }
+        } else {
+            (line, self.fixed)
+        };
+        let mut route = self.table.route(key, need, self.scope.as_deref())?;
+        let version = route.version();
+        let table = &self.table;
+        let mut nodes = std::iter::from_fn(|| table.next(&mut route)).take(self.replicas);
+        self.write_answer(version, &mut nodes, out)?;
         Ok(())
     }
 }
 
 pub fn run(args: RouteArgs) -> anyhow::Result<()> {
-    let router = Router::new(&args)?;
+    let mut router = Router::new(&args)?;
     let stdin = io::stdin();
     let stdout = io::stdout();
     let mut input = stdin.lock();
@@ -231,6 +201,9 @@ pub fn run(args: RouteArgs) -> anyhow::Result<()> {
     let mut chunk = vec![0u8; CHUNK];
     let mut batch = Batch::default();
     let mut line_no = 0u64;
+    // Bytes of `pending` already searched for a newline: a long line is
+    // scanned once, not once per chunk.
+    let mut scanned = 0usize;
     loop {
         let n = match input.read(&mut chunk) {
             Ok(n) => n,
@@ -239,69 +212,79 @@ pub fn run(args: RouteArgs) -> anyhow::Result<()> {
         };
         if n == 0 {
             if !pending.is_empty() {
-                batch.keys.push((0, pending.len()));
+                check_length(pending.len(), line_no + batch.lines.len() as u64 + 1)?;
+                batch.lines.push((0, pending.len()));
             }
-            batch.answer(&router, &pending, &mut line_no, &mut out)?;
+            batch.answer(&mut router, &pending, &mut line_no, &mut out)?;
             out.flush()?;
             return Ok(());
         }
         pending.extend_from_slice(&chunk[..n]);
         let mut start = 0;
-        while let Some(len) = pending[start..].iter().position(|&b| b == b'\n') {
-            let end = start + len;
+        while let Some(len) = pending[scanned..].iter().position(|&b| b == b'\n') {
+            let end = scanned + len;
             let key_end = if end > start && pending[end - 1] == b'\r' {
                 end - 1
             } else {
                 end
             };
-            batch.keys.push((start, key_end));
+            check_length(key_end - start, line_no + batch.lines.len() as u64 + 1)?;
+            batch.lines.push((start, key_end));
             start = end + 1;
+            scanned = start;
         }
-        batch.answer(&router, &pending, &mut line_no, &mut out)?;
+        scanned = pending.len();
+        // An unfinished line is refused as soon as it passes the limit,
+        // before it is read to the end.
+        check_length(scanned - start, line_no + batch.lines.len() as u64 + 1)?;
+        batch.answer(&mut router, &pending, &mut line_no, &mut out)?;
         pending.drain(..start);
+        scanned -= start;
         out.flush()?;
     }
 }
 
+fn check_length(len: usize, line: u64) -> anyhow::Result<()> {
+    if len > MAX_LINE {
+        bail!("stdin line {line} is longer than {MAX_LINE} bytes (1 MiB), the most a key may be: shorten it");
+    }
+    Ok(())
+}
+
 /// The lines of one chunk of input (as byte ranges of the pending buffer).
-/// Plain lookups go through the batch API so that their memory accesses
-/// overlap.
 #[derive(Default)]
 struct Batch {
-    keys: Vec<(usize, usize)>,
-    hashes: Vec<u32>,
-    nodes: Vec<Option<usize>>,
+    lines: Vec<(usize, usize)>,
+    answers: Vec<(Version, Option<usize>)>,
 }
 
 impl Batch {
     fn answer(
         &mut self,
-        router: &Router,
+        router: &mut Router,
         buf: &[u8],
         line_no: &mut u64,
         out: &mut impl Write,
     ) -> anyhow::Result<()> {
-        if router.plain() {
-            let ring = &router.ring;
-            self.hashes.clear();
-            self.hashes
-                .extend(self.keys.iter().map(|&(s, e)| Ring::hash_key(&buf[s..e])));
-            ring.node_indices_for_hashes(&self.hashes, &mut self.nodes);
-            for n in &self.nodes {
-                match n {
-                    Some(i) => out.write_all(ring.nodes()[*i].server().as_bytes())?,
-                    None => out.write_all(b"-")?,
-                }
-                out.write_all(b"\n")?;
+        if router.batched() {
+            let keys: Vec<&[u8]> = self.lines.iter().map(|&(s, e)| &buf[s..e]).collect();
+            router.table.first_nodes(
+                &keys,
+                router.fixed,
+                router.scope.as_deref(),
+                &mut self.answers,
+            )?;
+            for &(v, n) in &self.answers {
+                router.write_answer(v, &mut n.into_iter(), out)?;
             }
-            *line_no += self.keys.len() as u64;
+            *line_no += self.lines.len() as u64;
         } else {
-            for &(s, e) in &self.keys {
+            for &(s, e) in &self.lines {
                 *line_no += 1;
                 router.answer(&buf[s..e], *line_no, out)?;
             }
         }
-        self.keys.clear();
+        self.lines.clear();
         Ok(())
     }
 }

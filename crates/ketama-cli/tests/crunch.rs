@@ -25,8 +25,7 @@ fn json(args: &[&str]) -> Value {
 }
 
 fn golden(n: u32) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join(format!("../ketama/tests/data/nginx/golden-{n}.servers"))
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../testdata/nginx/golden-{n}.servers"))
 }
 
 fn servers(lines: &[String]) -> tempfile::NamedTempFile {

@@ -15,7 +15,7 @@ use common::{run, servers_file};
 
 fn golden(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../ketama/tests/data/nginx")
+        .join("../../testdata/nginx")
         .join(name)
 }
 
@@ -207,6 +207,18 @@ fn errors_name_the_input() {
         ],
         b"",
     );
-    assert_eq!(code, 1);
+    // Bad command-line usage exits 2, as clap's own errors do.
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("--replicas"), "{err}");
+    for bad in [
+        &["--point-multiple", "0"][..],
+        &["--to", p, "--rollout", "20000"],
+        &["--to", p, "--rollout", "100", "--to-point-multiple", "0"],
+    ] {
+        let mut args = vec!["route", "--servers", p];
+        args.extend_from_slice(bad);
+        let (code, _, err) = run(&args, b"x\n");
+        assert_eq!(code, 2, "{bad:?}: {err}");
+        assert!(err.contains(bad[bad.len() - 2]), "{bad:?}: {err}");
+    }
 }

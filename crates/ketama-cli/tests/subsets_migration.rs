@@ -4,7 +4,9 @@
 use std::process::Command;
 
 use ketama::migration::Version;
-use ketama::{parse_servers, Migration, RingBuilder, Rollout};
+use std::sync::Arc;
+
+use ketama::{parse_servers, Migration, Requirement, RingBuilder, Rollout};
 
 mod common;
 
@@ -24,18 +26,17 @@ fn keys() -> Vec<String> {
 #[test]
 fn require_matches_the_library() {
     let f = file(OLD);
-    let ring = RingBuilder::new()
-        .build(parse_servers(OLD, "old").unwrap())
-        .unwrap();
+    let ring = Arc::new(
+        RingBuilder::new()
+            .build(parse_servers(OLD, "old").unwrap())
+            .unwrap(),
+    );
     for req in ["eu", "us", "eu,ssd", "us,video", "eu,us"] {
         let labels: Vec<&str> = req.split(',').collect();
-        let r = ring.requirement(&labels).unwrap();
+        let r = Requirement::new(&ring, &labels).unwrap();
         let want: Vec<&str> = keys()
             .iter()
-            .map(|k| {
-                ring.node_required(k.as_bytes(), &r)
-                    .map_or("-", |n| n.server())
-            })
+            .map(|k| r.node(k.as_bytes()).map_or("-", |n| n.server()))
             .collect();
         let (code, out, err) = run(
             &[
@@ -63,16 +64,13 @@ fn require_matches_the_library() {
     );
     assert_eq!(code, 0, "{err}");
     let lines: Vec<&str> = out.lines().collect();
-    let eu = ring.requirement(&["eu"]).unwrap();
-    let none = ring.requirement::<&str>(&[]).unwrap();
-    assert_eq!(lines[0], ring.node_required(b"a", &eu).unwrap().server());
-    assert_eq!(lines[2], ring.node_required(b"c", &none).unwrap().server());
-    assert_eq!(lines[3], ring.node_required(b"d", &none).unwrap().server());
+    let eu = Requirement::new(&ring, &["eu"]).unwrap();
+    let none = Requirement::new::<&str>(&ring, &[]).unwrap();
+    assert_eq!(lines[0], eu.node(b"a").unwrap().server());
+    assert_eq!(lines[2], none.node(b"c").unwrap().server());
+    assert_eq!(lines[3], none.node(b"d").unwrap().server());
     assert_eq!(lines[4], "10.0.0.5:80");
-    assert_eq!(
-        lines[5],
-        ring.node_required(b"f\twith\ttabs", &eu).unwrap().server()
-    );
+    assert_eq!(lines[5], eu.node(b"f\twith\ttabs").unwrap().server());
 
     let (code, _, err) = run(
         &[
@@ -182,8 +180,9 @@ fn migration_routes_like_the_library() {
     assert_eq!((code, out.as_str()), (0, "10.0.0.4:80\tnew\n"));
     let (code, out, _) = migrate(&["--rollout", "0", "--require", "ssd,us"], "x\n");
     assert_eq!((code, out.as_str()), (0, "-\told\n"));
+    // Out of range: bad command-line usage, exit 2.
     let (code, _, err) = migrate(&["--rollout", "10001"], "");
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(err.contains("10001"), "{err}");
     let (code, _, err) = migrate(&["--rollout", "1", "--scope-rollout", "ams"], "");
     assert_eq!(code, 1);

@@ -10,23 +10,22 @@
 //! Every request needs `Authorization: Bearer TOKEN` (401 otherwise)
 //! unless the config disabled auth.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use ketama::Rollout;
+use ketama::Version;
+use ketama_config::parse_rollout;
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde_json::{json, Value};
 
-use crate::state::App;
+use crate::app::App;
 
-/// The admin API's handler.
+/// The admin API's handler. The token it checks is the current config's,
+/// so a reload that changes it applies to the next request.
 pub struct Admin {
     /// Shared state.
     pub app: Arc<App>,
-    /// The token; `None` disables auth.
-    pub token: Option<String>,
 }
 
 fn response(code: u16, content_type: &str, body: String) -> http::Response<Vec<u8>> {
@@ -44,12 +43,12 @@ fn json_response(code: u16, v: Value) -> http::Response<Vec<u8>> {
 
 /// The `GET /status` document.
 pub fn status(app: &App) -> Value {
-    let state = app.state.load_full();
-    let c = &state.validated.config;
+    let state = app.state();
+    let plan = &state.plan;
     let backends: Vec<Value> = state
         .backends
         .iter()
-        .zip(&c.backends)
+        .zip(&plan.backends)
         .map(|(b, cfg)| {
             json!({
                 "server": b.server,
@@ -69,61 +68,43 @@ pub fn status(app: &App) -> Value {
             "bytes": r.points_heap_bytes(),
         })
     };
-    let (rings, rollout) = match &state.migration {
-        Some(m) => {
-            let r = m.rollout();
-            let (old, new) = m.served();
+    let table = &plan.table;
+    let m = &app.metrics;
+    let (rings, rollout) = match table.migration() {
+        Some(mig) => {
+            let r = mig.rollout();
             (
-                json!({"old": ring(m.old()), "new": ring(m.new_ring())}),
+                json!({"old": ring(table.ring(Version::Old)), "new": ring(table.ring(Version::New))}),
                 json!({
                     "global_bp": r.global_bp(),
                     "scopes": r.scopes(),
-                    "scope": state.scope,
-                    "in_force_bp": r.bp_for(state.scope.as_deref()),
-                    "lookups": {"old": old, "new": new},
+                    "scope": plan.scope,
+                    "in_force_bp": r.bp_for(plan.scope.as_deref()),
+                    "lookups": {"old": m.lookups(Version::Old), "new": m.lookups(Version::New)},
                 }),
             )
         }
-        None => (json!({"only": ring(&state.ring)}), Value::Null),
+        None => (
+            json!({"only": ring(table.ring(Version::Only))}),
+            Value::Null,
+        ),
     };
+    let (ok, rejected) = m.reloads();
     json!({
         "backends": backends,
         "rings": rings,
         "rollout": rollout,
-        "lookups_only": app.only_lookups.load(Relaxed),
-        "build_ms": state.build_ms,
-        "reloads": {"ok": app.reloads.0.load(Relaxed), "rejected": app.reloads.1.load(Relaxed)},
+        "lookups_only": m.lookups(Version::Only),
+        "build_ms": plan.build_ms,
+        "reloads": {"ok": ok, "rejected": rejected},
     })
-}
-
-/// Parses a `PUT /rollout` body.
-pub fn parse_rollout(body: &[u8]) -> Result<Rollout, String> {
-    let v: Value = serde_json::from_slice(body).map_err(|e| format!("body is not JSON: {e}"))?;
-    let global = v
-        .get("global_bp")
-        .and_then(Value::as_u64)
-        .ok_or("give \"global_bp\": a whole number of basis points from 0 to 10000")?;
-    let mut r = Rollout::new(global.min(u32::MAX as u64) as u32).map_err(|e| e.to_string())?;
-    if let Some(scopes) = v.get("scopes") {
-        let scopes = scopes
-            .as_object()
-            .ok_or("\"scopes\" must be an object of NAME: basis points")?;
-        for (name, bp) in scopes {
-            let bp = bp
-                .as_u64()
-                .ok_or_else(|| format!("scopes.{name} must be a whole number of basis points"))?;
-            r = r
-                .with_scope(name.clone(), bp.min(u32::MAX as u64) as u32)
-                .map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(r)
 }
 
 #[async_trait]
 impl ServeHttp for Admin {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        if let Some(token) = &self.token {
+        let state = self.app.state();
+        if let Some(token) = &state.validated.token {
             let ok = session
                 .get_header("authorization")
                 .and_then(|v| v.to_str().ok())
@@ -142,8 +123,8 @@ impl ServeHttp for Admin {
             ("GET", "/status") => json_response(200, status(&self.app)),
             ("GET", "/metrics") => response(
                 200,
-                "text/plain; version=0.0.4",
-                crate::metrics::render(&self.app),
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                self.app.metrics.render(&self.app),
             ),
             ("PUT", "/rollout") => {
                 let mut body = Vec::new();
@@ -164,8 +145,7 @@ impl ServeHttp for Admin {
                         }
                     }
                 }
-                let state = self.app.state.load_full();
-                let Some(m) = &state.migration else {
+                let Some(m) = state.plan.table.migration() else {
                     return json_response(
                         409,
                         json!({"error": "no migration is configured: add [migration] to the config"}),
@@ -176,7 +156,7 @@ impl ServeHttp for Admin {
                         m.set_rollout(r);
                         json_response(200, status(&self.app)["rollout"].clone())
                     }
-                    Err(e) => json_response(400, json!({ "error": e })),
+                    Err(e) => json_response(400, json!({ "error": e.to_string() })),
                 }
             }
             ("POST", "/reload") => match self.app.reload() {

@@ -1,59 +1,14 @@
 //! The built-in demo: a few origin servers on loopback and a config that
 //! routes to them.
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 
-/// Starts `n` tiny HTTP origins on loopback (each answers every request
-/// with `origin I: PATH`, and 200 on `/health`), on threads; returns their
+/// Starts `n` origins on loopback (see [`crate::origin`]); returns their
 /// addresses.
 pub fn start_origins(n: usize) -> std::io::Result<Vec<SocketAddr>> {
-    let mut addrs = Vec::new();
-    for i in 0..n {
-        let l = TcpListener::bind("127.0.0.1:0")?;
-        addrs.push(l.local_addr()?);
-        std::thread::spawn(move || {
-            for conn in l.incoming().flatten() {
-                std::thread::spawn(move || serve(conn, i));
-            }
-        });
-    }
-    Ok(addrs)
-}
-
-/// Serves HTTP/1.1 keep-alive requests without bodies on one connection.
-fn serve(conn: std::net::TcpStream, i: usize) {
-    let Ok(read) = conn.try_clone() else { return };
-    let mut r = BufReader::new(read);
-    let mut w = conn;
-    loop {
-        let mut line = String::new();
-        if r.read_line(&mut line).unwrap_or(0) == 0 {
-            return;
-        }
-        let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-        let mut close = false;
-        loop {
-            let mut h = String::new();
-            if r.read_line(&mut h).unwrap_or(0) == 0 {
-                return;
-            }
-            if h.to_ascii_lowercase().starts_with("connection: close") {
-                close = true;
-            }
-            if h == "\r\n" || h == "\n" {
-                break;
-            }
-        }
-        let body = format!("origin {i}: {path}\n");
-        let resp = format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nContent-Type: text/plain\r\nx-origin: {i}\r\n\r\n{body}",
-            body.len()
-        );
-        if w.write_all(resp.as_bytes()).is_err() || close {
-            return;
-        }
-    }
+    (0..n)
+        .map(|i| crate::origin::Origin::start(i).map(|o| o.addr()))
+        .collect()
 }
 
 /// The demo's config for these origins: auth disabled (loopback only), a

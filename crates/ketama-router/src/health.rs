@@ -1,8 +1,11 @@
-//! Active HTTP health checks and SIGHUP reloads, as Pingora background
-//! services. An unhealthy backend is skipped by lookups; the ring is not
-//! rebuilt, so the keys of healthy backends never move.
+//! Backend health: active HTTP checks as a Pingora background service, each
+//! backend's state kept by server string across reloads. An unhealthy
+//! backend is skipped by lookups; the ring is not rebuilt, so the keys of
+//! healthy backends never move.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -11,12 +14,62 @@ use pingora::services::background::BackgroundService;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use crate::state::App;
+use crate::app::App;
 
-/// Checks every backend of the current routing state each interval.
-pub struct HealthChecker {
-    /// Shared state.
-    pub app: Arc<App>,
+/// A backend's health.
+#[derive(Debug)]
+pub struct Health {
+    healthy: AtomicBool,
+    successes: AtomicU32,
+    failures: AtomicU32,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            healthy: AtomicBool::new(true),
+            successes: AtomicU32::new(0),
+            failures: AtomicU32::new(0),
+        }
+    }
+}
+
+impl Health {
+    /// Whether the backend takes traffic.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Relaxed)
+    }
+
+    /// Records a check; flips after `up` successes or `down` failures in a
+    /// row. Returns whether the state changed.
+    pub fn record(&self, ok: bool, up: u32, down: u32) -> bool {
+        if ok {
+            self.failures.store(0, Relaxed);
+            let n = self.successes.fetch_add(1, Relaxed) + 1;
+            n >= up && !self.healthy.swap(true, Relaxed)
+        } else {
+            self.successes.store(0, Relaxed);
+            let n = self.failures.fetch_add(1, Relaxed) + 1;
+            n >= down && self.healthy.swap(false, Relaxed)
+        }
+    }
+}
+
+/// Health by server string, so that a reload does not forget which
+/// backends are failing.
+#[derive(Debug, Default)]
+pub struct HealthRegistry(Mutex<HashMap<String, Arc<Health>>>);
+
+impl HealthRegistry {
+    /// The health of `server` (new ones start healthy).
+    pub fn get(&self, server: &str) -> Arc<Health> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .entry(server.to_string())
+            .or_default()
+            .clone()
+    }
 }
 
 /// One check: `GET path` answered with a 2xx or 3xx status within the
@@ -42,11 +95,17 @@ pub async fn check(addr: std::net::SocketAddr, path: &str, timeout: Duration) ->
     matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
 }
 
+/// Checks every backend of the current routing state each interval.
+pub struct HealthChecker {
+    /// Shared state.
+    pub app: Arc<App>,
+}
+
 #[async_trait]
 impl BackgroundService for HealthChecker {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         loop {
-            let state = self.app.state.load_full();
+            let state = self.app.state();
             let h = &state.validated.config.health;
             let interval = Duration::from_millis(h.interval_ms.max(10));
             if h.enabled {
@@ -72,29 +131,6 @@ impl BackgroundService for HealthChecker {
             }
             tokio::select! {
                 _ = tokio::time::sleep(interval) => {}
-                _ = shutdown.changed() => return,
-            }
-        }
-    }
-}
-
-/// Reloads the config on SIGHUP.
-pub struct SighupReloader {
-    /// Shared state.
-    pub app: Arc<App>,
-}
-
-#[async_trait]
-impl BackgroundService for SighupReloader {
-    async fn start(&self, mut shutdown: ShutdownWatch) {
-        let Ok(mut hup) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
-        else {
-            tracing::error!("cannot listen for SIGHUP; reload through the admin API");
-            return;
-        };
-        loop {
-            tokio::select! {
-                _ = hup.recv() => { let _ = self.app.reload(); }
                 _ = shutdown.changed() => return,
             }
         }

@@ -2,18 +2,24 @@
 //! request to the one backend holding it, by consistent hashing of the URL
 //! with ketama.
 //!
-//! - [`config`]: the TOML configuration, validated with errors naming the
-//!   key and the file.
-//! - [`selection`]: ketama as a Pingora `BackendSelection`, a drop-in for
-//!   `LoadBalancer<KetamaHashing>`.
-//! - [`proxy`]: key, ring or migration, the first healthy backend in
-//!   failover order, the next one on connect failure, 502 when none is left.
-//! - [`state`]: the routing state behind `ArcSwap`, swapped whole on reload.
-//! - [`health`], [`admin`], [`metrics`]: active checks, the admin API, the
-//!   Prometheus text.
+//! - configuration: [`ketama_config`] (the TOML model, validation, and the
+//!   routing plan: rings, label requirements, backends);
+//! - [`proxy`]: routing key and label rule, the library's routing decision,
+//!   the first healthy backend in failover order, the next on connect
+//!   failure, 502 when none is left;
+//! - [`state`]: the routing state a request uses, swapped whole on reload;
+//!   [`app`]: the shared root holding it and what survives reloads;
+//! - [`health`] (active checks), [`reload`] (SIGHUP and `POST /reload`),
+//!   [`admin`] (the admin API), [`metrics`] (counters and their
+//!   exposition);
+//! - [`server`]: the Pingora server assembled from all of them;
+//!   [`demo`] and [`origin`]: the built-in demo and its loopback origins.
+//!
+//! Pingora users who only want ketama as a `BackendSelection` depend on
+//! `ketama-pingora` instead.
 //!
 //! ```no_run
-//! let v = ketama_router::config::load("router.toml".as_ref())?;
+//! let v = ketama_config::load("router.toml".as_ref())?;
 //! let (server, _app) = ketama_router::server::build(v, Some("router.toml".into()), None)?;
 //! server.run_forever();
 //! # #[allow(unreachable_code)]
@@ -23,11 +29,12 @@
 #![deny(missing_docs)]
 
 pub mod admin;
-pub mod config;
+pub mod app;
 pub mod demo;
 pub mod health;
 pub mod metrics;
+pub mod origin;
 pub mod proxy;
-pub mod selection;
+pub mod reload;
 pub mod server;
 pub mod state;

@@ -37,11 +37,11 @@ fn main() -> ExitCode {
 
 fn run(args: Args) -> anyhow::Result<()> {
     let (validated, path, text) = match &args.config {
-        Some(p) => (ketama_router::config::load(p)?, Some(p.clone()), None),
+        Some(p) => (ketama_config::load(p)?, Some(p.clone()), None),
         None => {
             let origins = ketama_router::demo::start_origins(4)?;
             let text = ketama_router::demo::config(&origins, "127.0.0.1:8080", "127.0.0.1:9901");
-            let v = ketama_router::config::parse(&text, "(built-in demo config)")?;
+            let v = ketama_config::parse(&text, "(built-in demo config)")?;
             println!("ketama-router demo: 4 origins on {origins:?}");
             println!("  curl -i http://127.0.0.1:8080/some/path            # x-ketama-backend says where it went");
             println!(

@@ -1,107 +1,245 @@
-//! The Prometheus text exposition of `GET /metrics`.
+//! Counters and the `GET /metrics` exposition, with the Prometheus
+//! project's own Rust client (`prometheus-client`), in the OpenMetrics text
+//! format that Prometheus scrapes.
+//!
+//! Counters live for the whole process (a reload never resets one). The
+//! request path touches only handles taken when a backend's state is
+//! built: an atomic add per counter and one histogram observation, no
+//! lookup by label and no allocation.
 
-use std::fmt::Write;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
-use crate::state::App;
+use ketama::Version;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
 
-/// Renders every metric.
-pub fn render(app: &App) -> String {
-    let state = app.state.load_full();
-    let mut s = String::new();
-    let classes = ["error", "1xx", "2xx", "3xx", "4xx", "5xx"];
-    let _ = writeln!(s, "# HELP ketama_requests_total Proxied requests by backend and response status class (error: no response).");
-    let _ = writeln!(s, "# TYPE ketama_requests_total counter");
-    for (server, m) in app.registry.all_metrics() {
-        for (i, c) in classes.iter().enumerate() {
-            let _ = writeln!(
-                s,
-                "ketama_requests_total{{backend=\"{server}\",status=\"{c}\"}} {}",
-                m.by_class[i].load(Relaxed)
-            );
+use crate::app::App;
+
+type Labels = Vec<(&'static str, String)>;
+
+/// Response status classes a backend's requests are counted under.
+const CLASSES: [&str; 6] = ["error", "1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// One backend's counters (handles into the registry's families).
+#[derive(Debug, Clone)]
+pub struct BackendMetrics {
+    by_class: [Counter; 6],
+    duration: Histogram,
+}
+
+impl BackendMetrics {
+    /// Counts a proxied request by the status the backend answered (0 for
+    /// no response), and how long it took.
+    pub fn count(&self, status: u16, seconds: f64) {
+        let class = (status / 100) as usize;
+        self.by_class[if (1..=5).contains(&class) { class } else { 0 }].inc();
+        self.duration.observe(seconds);
+    }
+
+    /// Requests counted under a class (`"2xx"`, `"error"`, ...).
+    pub fn requests(&self, class: &str) -> u64 {
+        CLASSES
+            .iter()
+            .position(|c| *c == class)
+            .map_or(0, |i| self.by_class[i].get())
+    }
+}
+
+/// Every counter of the router and the registry that exposes them.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    durations: Family<Labels, Histogram>,
+    lookups: [Counter; 3],
+    reloads: [Counter; 2],
+    client_errors: Family<Labels, Counter>,
+    rollout_bp: Gauge,
+    ring_points: Family<Labels, Gauge>,
+    ring_bytes: Family<Labels, Gauge>,
+    build_seconds: Gauge<f64, AtomicU64>,
+    healthy: Family<Labels, Gauge>,
+    resident: Gauge,
+}
+
+fn histogram() -> Histogram {
+    // 100 us to about 26 s.
+    Histogram::new(exponential_buckets(0.0001, 2.0, 19))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_requests",
+            "Proxied requests by backend and response status class (error: no response)",
+            requests.clone(),
+        );
+        let durations =
+            Family::<Labels, Histogram>::new_with_constructor(histogram as fn() -> Histogram);
+        registry.register(
+            "ketama_request_duration_seconds",
+            "Time from choosing a backend to the end of its response, by backend",
+            durations.clone(),
+        );
+        let client_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_client_errors",
+            "Requests that failed on the client's side (bad framing, disconnect, timeout), by reason; no backend is blamed",
+            client_errors.clone(),
+        );
+        let lookup_family = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_lookups",
+            "Routing decisions by ring version (only: no migration)",
+            lookup_family.clone(),
+        );
+        let lookups = [Version::Only, Version::Old, Version::New]
+            .map(|v| lookup_family.get_or_create_owned(&vec![("ring", v.name().to_string())]));
+        let reload_family = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_reloads",
+            "Config reloads by result",
+            reload_family.clone(),
+        );
+        let reloads = ["ok", "rejected"]
+            .map(|r| reload_family.get_or_create_owned(&vec![("result", r.to_string())]));
+        let rollout_bp = Gauge::default();
+        registry.register(
+            "ketama_rollout_bp",
+            "Share of keys routed by the new ring, in basis points (this router's scope)",
+            rollout_bp.clone(),
+        );
+        let ring_points = Family::<Labels, Gauge>::default();
+        registry.register(
+            "ketama_ring_points",
+            "Points on each ring",
+            ring_points.clone(),
+        );
+        let ring_bytes = Family::<Labels, Gauge>::default();
+        registry.register(
+            "ketama_ring_bytes",
+            "Heap bytes of each ring's points",
+            ring_bytes.clone(),
+        );
+        let build_seconds = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "ketama_ring_build_seconds",
+            "Time the current ring(s) took to build",
+            build_seconds.clone(),
+        );
+        let healthy = Family::<Labels, Gauge>::default();
+        registry.register(
+            "ketama_backend_healthy",
+            "1 if the backend passes its health checks",
+            healthy.clone(),
+        );
+        let resident = Gauge::default();
+        registry.register(
+            "process_resident_memory_bytes",
+            "Resident memory of the router",
+            resident.clone(),
+        );
+        Metrics {
+            registry,
+            requests,
+            durations,
+            lookups,
+            reloads,
+            client_errors,
+            rollout_bp,
+            ring_points,
+            ring_bytes,
+            build_seconds,
+            healthy,
+            resident,
         }
     }
-    let _ = writeln!(
-        s,
-        "# HELP ketama_lookups_total Ring lookups by ring version (only: no migration)."
-    );
-    let _ = writeln!(s, "# TYPE ketama_lookups_total counter");
-    let (old, new) = state.migration.as_ref().map_or((0, 0), |m| m.served());
-    let _ = writeln!(
-        s,
-        "ketama_lookups_total{{ring=\"only\"}} {}",
-        app.only_lookups.load(Relaxed)
-    );
-    let _ = writeln!(s, "ketama_lookups_total{{ring=\"old\"}} {old}");
-    let _ = writeln!(s, "ketama_lookups_total{{ring=\"new\"}} {new}");
-    let _ = writeln!(s, "# HELP ketama_rollout_bp Share of keys routed by the new ring, in basis points (this router's scope).");
-    let _ = writeln!(s, "# TYPE ketama_rollout_bp gauge");
-    let bp = state
-        .migration
-        .as_ref()
-        .map_or(0, |m| m.rollout().bp_for(state.scope.as_deref()));
-    let _ = writeln!(s, "ketama_rollout_bp {bp}");
-    let _ = writeln!(s, "# HELP ketama_ring_points Points on each ring.");
-    let _ = writeln!(s, "# TYPE ketama_ring_points gauge");
-    let _ = writeln!(
-        s,
-        "# HELP ketama_ring_bytes Heap bytes of each ring's points."
-    );
-    let _ = writeln!(s, "# TYPE ketama_ring_bytes gauge");
-    let mut rings = vec![("only_or_old", &*state.ring)];
-    if let Some(m) = &state.migration {
-        rings = vec![("old", m.old()), ("new", m.new_ring())];
+}
+
+impl Metrics {
+    /// The counters of `server` (created on first use, kept for the life
+    /// of the process).
+    pub fn backend(&self, server: &str) -> Arc<BackendMetrics> {
+        let by_class = CLASSES.map(|c| {
+            self.requests.get_or_create_owned(&vec![
+                ("backend", server.to_string()),
+                ("status", c.to_string()),
+            ])
+        });
+        let duration = self
+            .durations
+            .get_or_create_owned(&vec![("backend", server.to_string())]);
+        Arc::new(BackendMetrics { by_class, duration })
     }
-    for (name, r) in rings {
-        let _ = writeln!(
-            s,
-            "ketama_ring_points{{ring=\"{name}\"}} {}",
-            r.point_count()
-        );
-        let _ = writeln!(
-            s,
-            "ketama_ring_bytes{{ring=\"{name}\"}} {}",
-            r.points_heap_bytes()
-        );
+
+    /// Counts a routing decision made by a ring version.
+    #[inline]
+    pub fn lookup(&self, v: Version) {
+        self.lookups[v as usize].inc();
     }
-    let _ = writeln!(
-        s,
-        "# HELP ketama_ring_build_seconds Time the current ring(s) took to build."
-    );
-    let _ = writeln!(s, "# TYPE ketama_ring_build_seconds gauge");
-    let _ = writeln!(s, "ketama_ring_build_seconds {:.6}", state.build_ms / 1e3);
-    let _ = writeln!(
-        s,
-        "# HELP ketama_backend_healthy 1 if the backend passes its health checks."
-    );
-    let _ = writeln!(s, "# TYPE ketama_backend_healthy gauge");
-    for b in &state.backends {
-        let _ = writeln!(
-            s,
-            "ketama_backend_healthy{{backend=\"{}\"}} {}",
-            b.server,
-            b.health.is_healthy() as u8
-        );
+
+    /// Decisions made so far by a ring version.
+    pub fn lookups(&self, v: Version) -> u64 {
+        self.lookups[v as usize].get()
     }
-    let _ = writeln!(s, "# HELP ketama_reloads_total Config reloads by result.");
-    let _ = writeln!(s, "# TYPE ketama_reloads_total counter");
-    let _ = writeln!(
-        s,
-        "ketama_reloads_total{{result=\"ok\"}} {}",
-        app.reloads.0.load(Relaxed)
-    );
-    let _ = writeln!(
-        s,
-        "ketama_reloads_total{{result=\"rejected\"}} {}",
-        app.reloads.1.load(Relaxed)
-    );
-    let _ = writeln!(
-        s,
-        "# HELP process_resident_memory_bytes Resident memory of the router."
-    );
-    let _ = writeln!(s, "# TYPE process_resident_memory_bytes gauge");
-    let _ = writeln!(s, "process_resident_memory_bytes {}", resident_bytes());
-    s
+
+    /// Counts a reload, done or rejected.
+    pub fn reloaded(&self, ok: bool) {
+        self.reloads[!ok as usize].inc();
+    }
+
+    /// Reloads (done, rejected) so far.
+    pub fn reloads(&self) -> (u64, u64) {
+        (self.reloads[0].get(), self.reloads[1].get())
+    }
+
+    /// Counts a request that failed on the client's side.
+    pub fn client_error(&self, reason: &'static str) {
+        self.client_errors
+            .get_or_create(&vec![("reason", reason.to_string())])
+            .inc();
+    }
+
+    /// Renders every metric, gauges read from the current state.
+    pub fn render(&self, app: &App) -> String {
+        let state = app.state();
+        let table = &state.plan.table;
+        let bp = table
+            .migration()
+            .map_or(0, |m| m.rollout().bp_for(state.plan.scope.as_deref()));
+        self.rollout_bp.set(bp as i64);
+        self.ring_points.clear();
+        self.ring_bytes.clear();
+        for &v in table.versions() {
+            let r = table.ring(v);
+            let label = vec![("ring", v.name().to_string())];
+            self.ring_points
+                .get_or_create(&label)
+                .set(r.point_count() as i64);
+            self.ring_bytes
+                .get_or_create(&label)
+                .set(r.points_heap_bytes() as i64);
+        }
+        self.build_seconds.set(state.plan.build_ms / 1e3);
+        self.healthy.clear();
+        for b in &state.backends {
+            self.healthy
+                .get_or_create(&vec![("backend", b.server.clone())])
+                .set(b.health.is_healthy() as i64);
+        }
+        self.resident.set(resident_bytes() as i64);
+        let mut s = String::new();
+        // Writing to a String cannot fail.
+        let _ = encode(&mut s, &self.registry);
+        s
+    }
 }
 
 /// Resident set size from /proc (0 where unavailable).

@@ -1,20 +1,22 @@
-//! The proxy: key, ring (or migration), first healthy backend in failover
-//! order, the next on connect failure, 502 when none is left.
+//! The proxy: the request's routing key and label rule, then the library's
+//! routing decision (`RouteTable::route`, once per request), then the
+//! first healthy backend in its failover order, the next one on connect
+//! failure, a 502 when none is left.
 
-use std::sync::atomic::Ordering::Relaxed;
+use std::cell::RefCell;
 use std::sync::Arc;
+use std::time::Instant;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use ketama::migration::Version;
-use ketama::Ring;
-use pingora::http::ResponseHeader;
+use ketama::Route;
+use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::{Error, ErrorType};
 
-use crate::config::KeySource;
-use crate::state::{App, Matcher, RoutingState};
+use crate::app::App;
+use crate::state::{Key, RoutingState, RuleMatch};
 
 /// The Pingora proxy logic.
 pub struct Router {
@@ -26,12 +28,11 @@ pub struct Router {
 #[derive(Default)]
 pub struct Ctx {
     state: Option<Arc<RoutingState>>,
-    hash: u32,
-    version: Option<Version>,
-    rule: Option<usize>,
-    /// Backends tried, in order; a few at most (the retry count).
-    tried: Tried,
+    route: Option<Route>,
+    /// Backends tried so far.
+    attempts: usize,
     backend: Option<usize>,
+    started: Option<Instant>,
     /// Set when every backend was tried or unhealthy.
     exhausted: bool,
 }
@@ -39,100 +40,72 @@ pub struct Ctx {
 impl Ctx {
     /// How many backends were tried.
     pub fn attempts(&self) -> usize {
-        self.tried.len
+        self.attempts
     }
 }
 
-/// The backends a request tried: inline, no allocation per request.
-#[derive(Default)]
-struct Tried {
-    len: usize,
-    first: [usize; 4],
-    more: Vec<usize>,
+thread_local! {
+    /// Where a `host_path` key is assembled: one buffer per thread, reused,
+    /// so building the key allocates nothing once it has grown.
+    static KEY_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-impl Tried {
-    fn push(&mut self, n: usize) {
-        if self.len < self.first.len() {
-            self.first[self.len] = n;
-        } else {
-            self.more.push(n);
-        }
-        self.len += 1;
-    }
-
-    fn contains(&self, n: &usize) -> bool {
-        self.first[..self.len.min(4)].contains(n) || self.more.contains(n)
-    }
-}
-
-fn routing_key(session: &Session, source: &KeySource) -> Vec<u8> {
-    let req = session.req_header();
-    match source {
-        KeySource::PathQuery => req.uri.path_and_query().map_or_else(
-            || req.uri.path().as_bytes().to_vec(),
-            |pq| pq.as_str().as_bytes().to_vec(),
-        ),
-        KeySource::Path => req.uri.path().as_bytes().to_vec(),
-        KeySource::HostPath => {
+/// Calls `f` with the request's routing key, without copying it when it
+/// is one piece of the request.
+pub fn with_routing_key<R>(req: &RequestHeader, key: &Key, f: impl FnOnce(&[u8]) -> R) -> R {
+    let path_query = || {
+        req.uri
+            .path_and_query()
+            .map_or(req.uri.path(), |pq| pq.as_str())
+            .as_bytes()
+    };
+    match key {
+        Key::PathQuery => f(path_query()),
+        Key::Path => f(req.uri.path().as_bytes()),
+        Key::Header(h) => f(req.headers.get(h).map_or(&[][..], |v| v.as_bytes())),
+        Key::HostPath => {
             let host = req
                 .headers
-                .get("host")
+                .get(http::header::HOST)
                 .map(|h| h.as_bytes())
                 .or_else(|| req.uri.host().map(|h| h.as_bytes()))
                 .unwrap_or(b"");
-            let pq = req
-                .uri
-                .path_and_query()
-                .map_or(req.uri.path(), |p| p.as_str());
-            [host, pq.as_bytes()].concat()
+            KEY_BUF.with(|buf| {
+                let mut buf = buf.borrow_mut();
+                buf.clear();
+                buf.extend_from_slice(host);
+                buf.extend_from_slice(path_query());
+                f(&buf)
+            })
         }
-        KeySource::Header(h) => req
-            .headers
-            .get(h.as_str())
-            .map_or_else(Vec::new, |v| v.as_bytes().to_vec()),
     }
 }
 
-fn matching_rule(session: &Session, state: &RoutingState) -> Option<usize> {
-    let req = session.req_header();
-    state.rules.iter().position(|r| match &r.matcher {
-        Matcher::Host(h) => req
+/// The first label rule the request matches.
+pub fn matching_rule(req: &RequestHeader, state: &RoutingState) -> Option<usize> {
+    state.rules.iter().position(|r| match r {
+        RuleMatch::Host(h) => req
             .headers
-            .get("host")
+            .get(http::header::HOST)
             .and_then(|v| v.to_str().ok())
             .map(|v| v.rsplit_once(':').map_or(v, |(host, _)| host))
             .is_some_and(|v| v.eq_ignore_ascii_case(h)),
-        Matcher::Header(name, value) => req
+        RuleMatch::Header(name, value) => req
             .headers
-            .get(name.as_str())
+            .get(name)
             .is_some_and(|v| v.as_bytes() == value.as_bytes()),
     })
 }
 
-impl Router {
-    /// The next backend for this request: the first in failover order (of
-    /// the chosen ring, under the rule's labels) that is healthy and not
-    /// yet tried.
-    fn pick(&self, ctx: &mut Ctx) -> Option<usize> {
-        let state = ctx.state.as_ref()?;
-        let ring: &Ring = state.ring_of(ctx.version);
-        let usable = |n: &usize| !ctx.tried.contains(n) && state.backends[*n].health.is_healthy();
-        match ctx.rule {
-            Some(r) => {
-                let rule = &state.rules[r];
-                let req = match (ctx.version, &rule.new) {
-                    (Some(Version::New), Some(new)) => new,
-                    _ => &rule.old,
-                };
-                ring.failover_required(ctx.hash, req).find(usable)
-            }
-            None => {
-                let mut c = ring.failover_cursor(ctx.hash);
-                std::iter::from_fn(|| ring.advance(&mut c)).find(usable)
-            }
-        }
-    }
+/// The routing decision for a request: its key, its rule's requirement,
+/// this router's scope.
+pub fn decide(req: &RequestHeader, state: &RoutingState) -> Result<Route> {
+    let plan = &state.plan;
+    let need = matching_rule(req, state).map(|i| plan.rules[i].need);
+    with_routing_key(req, &state.key, |key| {
+        plan.table.route(key, need, plan.scope.as_deref())
+    })
+    .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))
 }
 
 #[async_trait]
@@ -144,7 +117,7 @@ impl ProxyHttp for Router {
     }
 
     async fn request_filter(&self, session: &mut Session, _ctx: &mut Ctx) -> Result<bool> {
-        let limit = self.app.state.load().max_header_bytes;
+        let limit = self.app.state().validated.config.server.max_header_bytes;
         let req = session.req_header();
         let size = req.uri.path_and_query().map_or(0, |p| p.as_str().len())
             + req
@@ -166,34 +139,31 @@ impl ProxyHttp for Router {
 
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         if ctx.state.is_none() {
-            let state = self.app.state.load_full();
-            let key = routing_key(session, &state.key);
-            ctx.hash = Ring::hash_key(&key);
-            ctx.rule = matching_rule(session, &state);
-            ctx.version = match &state.migration {
-                Some(m) => {
-                    let v = m.version(&key, state.scope.as_deref());
-                    m.count(v);
-                    Some(v)
-                }
-                None => {
-                    self.app.only_lookups.fetch_add(1, Relaxed);
-                    None
-                }
-            };
+            let state = self.app.state();
+            let route = decide(session.req_header(), &state)?;
+            self.app.metrics.lookup(route.version());
+            ctx.route = Some(route);
             ctx.state = Some(state);
+            ctx.started = Some(Instant::now());
         }
-        let Some(n) = self.pick(ctx) else {
+        let (Some(state), Some(route)) = (&ctx.state, &mut ctx.route) else {
+            unreachable!("set above");
+        };
+        let table = &state.plan.table;
+        let Some(n) = table.next_where(route, |n| state.backends[n].health.is_healthy()) else {
             ctx.exhausted = true;
             return Err(Error::explain(
                 ErrorType::HTTPStatus(502),
                 "no healthy backend left for this key",
             ));
         };
-        ctx.tried.push(n);
+        ctx.attempts += 1;
         ctx.backend = Some(n);
-        let addr = ctx.state.as_ref().expect("set above").backends[n].addr;
-        Ok(Box::new(HttpPeer::new(addr, false, String::new())))
+        Ok(Box::new(HttpPeer::new(
+            state.backends[n].addr,
+            false,
+            String::new(),
+        )))
     }
 
     fn fail_to_connect(
@@ -203,7 +173,10 @@ impl ProxyHttp for Router {
         ctx: &mut Ctx,
         mut e: Box<Error>,
     ) -> Box<Error> {
-        let retries = ctx.state.as_ref().map_or(0, |s| s.retries);
+        let retries = ctx
+            .state
+            .as_ref()
+            .map_or(0, |s| s.validated.config.server.retries);
         if ctx.attempts() <= retries {
             e.set_retry(true);
         }
@@ -216,15 +189,17 @@ impl ProxyHttp for Router {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
-        let Some(state) = &ctx.state else {
+        let (Some(state), Some(route)) = (&ctx.state, &ctx.route) else {
             return Ok(());
         };
-        if state.response_headers {
+        if state.validated.config.server.response_headers {
             if let Some(n) = ctx.backend {
                 resp.insert_header("x-ketama-backend", state.backends[n].header.clone())?;
             }
-            let ring = ctx.version.map_or("only", |v| v.name());
-            resp.insert_header("x-ketama-ring", http::HeaderValue::from_static(ring))?;
+            resp.insert_header(
+                "x-ketama-ring",
+                http::HeaderValue::from_static(route.version().name()),
+            )?;
         }
         Ok(())
     }
@@ -256,16 +231,20 @@ impl ProxyHttp for Router {
     async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Ctx) {
         let Some(state) = &ctx.state else { return };
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        if let Some(n) = ctx.backend {
-            state.backends[n].metrics.count(status);
+        if let (Some(n), Some(started)) = (ctx.backend, ctx.started) {
+            state.backends[n]
+                .metrics
+                .count(status, started.elapsed().as_secs_f64());
         }
-        if state.trace_sample > 0.0 {
+        let sample = state.validated.config.server.trace_sample;
+        if sample > 0.0 {
+            let hash = ctx.route.as_ref().map_or(0, |r| r.hash());
             // Sample by the key hash's low bits: cheap and spread evenly.
-            let draw = (ctx.hash.wrapping_mul(0x9E37_79B9) >> 8) as f64 / (1u32 << 24) as f64;
-            if draw < state.trace_sample {
+            let draw = (hash.wrapping_mul(0x9E37_79B9) >> 8) as f64 / (1u32 << 24) as f64;
+            if draw < sample {
                 tracing::info!(
-                    key_hash = ctx.hash,
-                    ring = ctx.version.map_or("only", |v| v.name()),
+                    key_hash = hash,
+                    ring = ctx.route.as_ref().map_or("-", |r| r.version().name()),
                     backend = ctx
                         .backend
                         .map_or("-", |n| state.backends[n].server.as_str()),

@@ -10,10 +10,11 @@ use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
 use crate::admin::Admin;
-use crate::config::Validated;
-use crate::health::{HealthChecker, SighupReloader};
+use crate::app::App;
+use crate::health::HealthChecker;
 use crate::proxy::Router;
-use crate::state::App;
+use crate::reload::SighupReloader;
+use ketama_config::Validated;
 
 /// Builds the Pingora server for a validated config; `run_forever` on the
 /// result serves until SIGINT/SIGTERM (then waits at most the configured
@@ -36,7 +37,6 @@ pub fn build(
     server.bootstrap();
     let listen = v.listen.clone();
     let admin_listen = v.admin_listen;
-    let token = v.token.clone();
     let app = Arc::new(App::new(v, config_path, config_text)?);
 
     let mut proxy =
@@ -46,10 +46,7 @@ pub fn build(
     }
     let mut admin = Service::new(
         "ketama admin".to_string(),
-        HttpServer::new_app(Admin {
-            app: app.clone(),
-            token,
-        }),
+        HttpServer::new_app(Admin { app: app.clone() }),
     );
     admin.add_tcp(&admin_listen.to_string());
     server.add_service(proxy);

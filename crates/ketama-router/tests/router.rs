@@ -1,249 +1,18 @@
 //! The router binary with real sockets: real origin servers started by the
 //! test, the real `ketama-router` process, requests over loopback.
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use ketama::{Layout, Node, Ring, RingBuilder};
-
-/// An origin that answers `origin I: PATH` with header `x-origin: I`, and
-/// can be killed: it stops accepting and closes its connections.
-struct Origin {
-    addr: SocketAddr,
-    alive: Arc<AtomicBool>,
-}
-
-impl Origin {
-    fn start(i: usize) -> Origin {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = l.local_addr().unwrap();
-        l.set_nonblocking(true).unwrap();
-        let alive = Arc::new(AtomicBool::new(true));
-        let a = alive.clone();
-        std::thread::spawn(move || {
-            while a.load(Ordering::SeqCst) {
-                match l.accept() {
-                    Ok((c, _)) => {
-                        let a = a.clone();
-                        std::thread::spawn(move || serve(c, i, a));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(2)),
-                }
-            }
-            // The listener drops here: connects are refused from now on.
-        });
-        Origin { addr, alive }
-    }
-
-    fn kill(&self) {
-        self.alive.store(false, Ordering::SeqCst);
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn serve(c: TcpStream, i: usize, alive: Arc<AtomicBool>) {
-    c.set_nonblocking(false).unwrap();
-    c.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let mut r = BufReader::new(c.try_clone().unwrap());
-    let mut w = c;
-    loop {
-        let mut line = String::new();
-        loop {
-            if !alive.load(Ordering::SeqCst) {
-                return;
-            }
-            match r.read_line(&mut line) {
-                Ok(0) => return,
-                Ok(_) => break,
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut =>
-                {
-                    continue
-                }
-                Err(_) => return,
-            }
-        }
-        let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
-        loop {
-            let mut h = String::new();
-            match r.read_line(&mut h) {
-                Ok(0) => return,
-                Ok(_) if h == "\r\n" => break,
-                Ok(_) => {}
-                Err(e)
-                    if e.kind() == std::io::ErrorKind::WouldBlock
-                        || e.kind() == std::io::ErrorKind::TimedOut => {}
-                Err(_) => return,
-            }
-        }
-        if !alive.load(Ordering::SeqCst) {
-            return;
-        }
-        let body = format!("origin {i}: {path}\n");
-        let resp = format!(
-            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nx-origin: {i}\r\n\r\n{body}",
-            body.len()
-        );
-        if w.write_all(resp.as_bytes()).is_err() {
-            return;
-        }
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-struct RouterProc {
-    child: Child,
-    proxy: SocketAddr,
-    admin: SocketAddr,
-}
-
-impl Drop for RouterProc {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn config(
-    origins: &[&Origin],
-    weights: &[u32],
-    proxy: SocketAddr,
-    admin: SocketAddr,
-    extra: &str,
-) -> String {
-    let mut s = format!(
-        "[server]\nlisten = [\"{proxy}\"]\nretries = 2\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\nlayout = \"compact\"\n\n[health]\ninterval_ms = 200\ntimeout_ms = 200\n{extra}\n"
-    );
-    for (o, w) in origins.iter().zip(weights) {
-        s.push_str(&format!(
-            "\n[[backends]]\naddress = \"{}\"\nweight = {w}\n",
-            o.addr
-        ));
-    }
-    s
-}
-
-fn start_router(config_path: &Path, proxy: SocketAddr, admin: SocketAddr) -> RouterProc {
-    let child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
-        .args(["--config", config_path.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(proxy).is_err() || TcpStream::connect(admin).is_err() {
-        assert!(Instant::now() < deadline, "router did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    RouterProc {
-        child,
-        proxy,
-        admin,
-    }
-}
-
-struct Resp {
-    status: u16,
-    headers: HashMap<String, String>,
-    body: String,
-}
-
-/// One request on a fresh connection.
-fn request(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &str,
-) -> std::io::Result<Resp> {
-    let mut c = TcpStream::connect(addr)?;
-    c.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    req.push_str(body);
-    c.write_all(req.as_bytes())?;
-    parse_response(&mut c)
-}
-
-fn parse_response(c: &mut TcpStream) -> std::io::Result<Resp> {
-    let mut raw = Vec::new();
-    c.read_to_end(&mut raw)?;
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
-    let mut lines = head.lines();
-    let status = lines
-        .next()
-        .and_then(|l| l.split_whitespace().nth(1))
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("no status line in {text:?}")))?;
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
-        .collect();
-    Ok(Resp {
-        status,
-        headers,
-        body: body.to_string(),
-    })
-}
-
-/// `n` origins and a router over them (weights, extra config), in a temp
-/// dir that must live as long as the router.
-fn setup(weights: &[u32], extra: &str) -> (Vec<Origin>, RouterProc, tempfile::TempDir) {
-    let origins: Vec<Origin> = (0..weights.len()).map(Origin::start).collect();
-    let refs: Vec<&Origin> = origins.iter().collect();
-    let proxy: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    std::fs::write(&path, config(&refs, weights, proxy, admin, extra)).unwrap();
-    let r = start_router(&path, proxy, admin);
-    (origins, r, dir)
-}
-
-fn get(r: &RouterProc, path: &str) -> Resp {
-    request(r.proxy, "GET", path, &[], "").unwrap()
-}
-
-fn library_ring(origins: &[&Origin], weights: &[u32]) -> Ring {
-    let nodes = origins
-        .iter()
-        .zip(weights)
-        .map(|(o, w)| Node::new(o.addr.to_string(), *w))
-        .collect();
-    RingBuilder::new()
-        .layout(Layout::Compact)
-        .build(nodes)
-        .unwrap()
-}
-
-fn urls(n: usize) -> Vec<String> {
-    (0..n)
-        .map(|i| format!("/assets/{i}/img.jpg?v={}", i % 7))
-        .collect()
-}
+use common::*;
+use ketama::{Node, RingBuilder};
+use ketama_router::origin::Origin;
 
 #[test]
 fn routes_like_the_library_for_1000_urls() {
@@ -259,7 +28,7 @@ fn routes_like_the_library_for_1000_urls() {
         assert_eq!(resp.headers["x-ketama-ring"], "only");
         let i = origins
             .iter()
-            .position(|o| o.addr.to_string() == want)
+            .position(|o| o.addr().to_string() == want)
             .unwrap();
         assert_eq!(resp.body, format!("origin {i}: {u}\n"));
     }
@@ -276,12 +45,21 @@ fn a_killed_backend_fails_over_and_no_other_key_moves() {
         .iter()
         .map(|u| get(&r, u).headers["x-ketama-backend"].clone())
         .collect();
-    let dead = origins[2].addr.to_string();
+    let dead = origins[2].addr().to_string();
     assert!(before.contains(&dead), "the killed backend owned some keys");
     origins[2].kill();
     // Right away (connect failures fail over) and after the health checks
     // have marked it down (it is skipped): the same answers.
     for round in 0..2 {
+        if round == 1 {
+            wait_for(Duration::from_secs(10), || {
+                status_json(&r)["backends"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|b| b["server"] == dead.as_str() && b["healthy"] == false)
+            });
+        }
         for (u, b) in us.iter().zip(&before) {
             let resp = get(&r, u);
             assert_eq!(resp.status, 200, "round {round} {u}: {}", resp.body);
@@ -297,23 +75,7 @@ fn a_killed_backend_fails_over_and_no_other_key_moves() {
                 assert_eq!(got, b, "{u} must not move");
             }
         }
-        std::thread::sleep(Duration::from_millis(700));
     }
-    let status = request(
-        r.admin,
-        "GET",
-        "/status",
-        &[("authorization", "Bearer sekret")],
-        "",
-    )
-    .unwrap();
-    assert!(
-        status.body.contains(&format!(
-            "\"healthy\":false,\"labels\":[],\"server\":\"{dead}\""
-        )),
-        "{}",
-        status.body
-    );
 }
 
 #[test]
@@ -375,14 +137,45 @@ fn reload_under_concurrent_load_fails_no_request() {
                 .status()
                 .unwrap();
         }
-        std::thread::sleep(Duration::from_millis(150));
+        // The reload took effect: /status shows the new weight and multiple.
+        let (weight, multiple) = (1 + k % 3, 40 + k * 10);
+        wait_for(Duration::from_secs(10), || {
+            let st = status_json(&r);
+            st["backends"][1]["weight"] == weight
+                && st["rings"]["only"]["point_multiple"] == multiple
+                && st["reloads"]["ok"] == k + 1
+        });
+    }
+    // And routing follows it: the last config's ring (k = 9), as the library
+    // builds it.
+    let last = 9u32;
+    let ring = RingBuilder::new()
+        .point_multiple(40 + last * 10)
+        .build(
+            refs.iter()
+                .zip([1, 1 + last % 3, 1, 2])
+                .map(|(o, w)| Node::new(o.addr().to_string(), w))
+                .collect(),
+        )
+        .unwrap();
+    for u in urls(200) {
+        let resp = get(&r, &u);
+        assert_eq!(
+            resp.headers["x-ketama-backend"],
+            ring.node(u.as_bytes()).unwrap().server(),
+            "{u}"
+        );
     }
     // A broken config is rejected and the running one keeps serving.
     std::fs::write(&path, "[server]\nlisten = 5\n").unwrap();
     let resp = request(admin, "POST", "/reload", &auth, "").unwrap();
     assert_eq!(resp.status, 400);
     assert!(resp.body.contains("router.toml"), "{}", resp.body);
-    std::thread::sleep(Duration::from_millis(200));
+    // Clients keep being served after the rejected reload.
+    let served = ok.load(Ordering::SeqCst);
+    wait_for(Duration::from_secs(10), || {
+        ok.load(Ordering::SeqCst) >= served + 30
+    });
     stop.store(true, Ordering::SeqCst);
     for c in clients {
         c.join().unwrap();

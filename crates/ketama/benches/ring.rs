@@ -98,7 +98,7 @@ fn lookup(c: &mut Criterion) {
                     }
                 })
             });
-            let hashes: Vec<u32> = keys.iter().map(|k| Ring::hash_key(k)).collect();
+            let hashes: Vec<u32> = keys.iter().map(|k| ring.hash_key(k)).collect();
             let mut out = Vec::with_capacity(hashes.len());
             g.bench_function(
                 BenchmarkId::new(
@@ -157,20 +157,22 @@ fn subsets(c: &mut Criterion) {
         .enumerate()
         .map(|(i, n)| Node::new(n.clone(), 1).with_labels(labels(bits(i))))
         .collect();
-    let ring = RingBuilder::new()
-        .layout(Layout::Compact)
-        .build(nodes)
-        .unwrap();
+    let ring = std::sync::Arc::new(
+        RingBuilder::new()
+            .layout(Layout::Compact)
+            .build(nodes)
+            .unwrap(),
+    );
     let keys = keys(4096);
     let mut g = c.benchmark_group("subsets");
     g.throughput(Throughput::Elements(keys.len() as u64));
     for combo in [0u32, 0b1, 0b111, 0b11111] {
-        let req = ring.requirement(&labels(combo)).unwrap();
+        let req = ketama::Requirement::new(&ring, &labels(combo)).unwrap();
         let name = format!("{} labels", combo.count_ones());
         g.bench_function(BenchmarkId::new("ketama compact, one ring", &name), |b| {
             b.iter(|| {
                 for k in &keys {
-                    black_box(ring.node_required(black_box(k), &req));
+                    black_box(req.node(black_box(k)));
                 }
             })
         });

@@ -54,6 +54,14 @@ impl Compat {
         !matches!(self, Compat::Nginx)
     }
 
+    /// The hash this scheme gives a lookup key: CRC-32 of its bytes, as
+    /// nginx's `ngx_crc32_long` and pingora-ketama compute it. Cost: one
+    /// pass over the key (SIMD on long keys).
+    #[inline]
+    pub fn hash_key(self, key: &[u8]) -> u32 {
+        crate::crc::hash(key)
+    }
+
     /// The name used on command lines and in configs.
     pub fn name(self) -> &'static str {
         match self {

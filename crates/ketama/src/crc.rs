@@ -10,7 +10,7 @@
 /// Slicing-by-4 tables: `TABLES[0]` is the classic byte table, `TABLES[k][b]`
 /// is the register contribution of byte `b` followed by `k` zero bytes.
 /// 4 x 256 x 4 B = 4 KiB, built at compile time.
-static TABLES: [[u32; 256]; 4] = make_tables();
+pub(crate) static TABLES: [[u32; 256]; 4] = make_tables();
 
 const fn make_tables() -> [[u32; 256]; 4] {
     let mut t = [[0u32; 256]; 4];
@@ -62,7 +62,7 @@ fn step4(reg: u32, word: u32) -> u32 {
 
 /// Advances a raw CRC register over one byte.
 #[inline(always)]
-fn step1(reg: u32, byte: u8) -> u32 {
+pub(crate) fn step1(reg: u32, byte: u8) -> u32 {
     (reg >> 8) ^ TABLES[0][((reg ^ byte as u32) & 0xff) as usize]
 }
 
@@ -175,31 +175,6 @@ pub(crate) fn for_each_point(jobs: &[ChainJob], mut sink: impl FnMut(u32, u32)) 
     }
 }
 
-/// Returns four bytes that, appended to `prefix`, make the CRC-32 of the
-/// whole equal to `target`.
-///
-/// CRC-32 is linear and its table's top bytes are all distinct, so the four
-/// bytes can be solved for backwards. Used by tests and tools to place a key
-/// exactly on a chosen ring point (for instance a collided one).
-pub fn forge_suffix(prefix: &[u8], target: u32) -> [u8; 4] {
-    let start = !hash(prefix);
-    let mut reg = !target;
-    for _ in 0..4 {
-        let top = reg >> 24;
-        let idx = (0..256u32)
-            .find(|&i| TABLES[0][i as usize] >> 24 == top)
-            .expect("the CRC table's top bytes are a permutation of 0..=255");
-        reg = ((reg ^ TABLES[0][idx as usize]) << 8) | idx;
-    }
-    (reg ^ start).to_le_bytes()
-}
-
-/// CRC-32 continued from a previous CRC over more bytes (bytewise; for tests
-/// and tools, not hot paths).
-pub fn extend(crc: u32, bytes: &[u8]) -> u32 {
-    !bytes.iter().fold(!crc, |r, &b| step1(r, b))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,26 +189,6 @@ mod tests {
             let want = crc32fast::hash(&bytes);
             assert_eq!(chain.next(), Some(want));
             prev = want;
-        }
-    }
-
-    #[test]
-    fn extend_matches_hash() {
-        assert_eq!(extend(hash(b"abc"), b"defgh"), hash(b"abcdefgh"));
-        assert_eq!(extend(0, b"xyz"), hash(b"xyz"));
-    }
-
-    #[test]
-    fn forge_hits_target() {
-        for (i, target) in [0u32, u32::MAX, 0x1234_5678, 0xdead_beef]
-            .into_iter()
-            .enumerate()
-        {
-            let prefix = format!("/forged/{i}");
-            let suffix = forge_suffix(prefix.as_bytes(), target);
-            let mut key = prefix.into_bytes();
-            key.extend_from_slice(&suffix);
-            assert_eq!(hash(&key), target);
         }
     }
 }

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 
+use crate::migration::Version;
 use crate::{Compat, Layout};
 
 /// An error building a [`Ring`](crate::Ring) or reading a servers file.
@@ -29,7 +30,7 @@ pub enum Error {
         index: usize,
     },
     /// A pingora scheme was given a server that is not a socket address.
-    #[error("server {server:?} is not a socket address, which {compat} requires (pingora-ketama hashes a SocketAddr): write it as IP:PORT, e.g. 10.0.0.1:443 or [2001:db8::1]:443, or use --compat nginx")]
+    #[error("server {server:?} is not a socket address, which {compat} requires (pingora-ketama hashes a SocketAddr): write it as IP:PORT, e.g. 10.0.0.1:443 or [2001:db8::1]:443, or use the nginx scheme, which hashes any server string")]
     NotSocketAddr {
         /// The offending server string.
         server: String,
@@ -49,7 +50,7 @@ pub enum Error {
         compat: Compat,
     },
     /// More nodes than a pingora scheme can index.
-    #[error("{nodes} nodes is more than {compat} supports ({max}): pingora-ketama keeps the node index in a u16 and would misroute; use --compat nginx for larger rings")]
+    #[error("{nodes} nodes is more than {compat} supports ({max}): pingora-ketama keeps the node index in a u16 and would misroute; use the nginx scheme for larger rings")]
     TooManyNodesForCompat {
         /// Nodes given.
         nodes: usize,
@@ -76,6 +77,8 @@ pub enum Error {
     TooManyPoints {
         /// The node at which the total crossed the limit.
         server: String,
+        /// Its position in configuration order.
+        index: usize,
         /// Its weight.
         weight: u32,
         /// The point multiple in use.
@@ -102,6 +105,17 @@ pub enum Error {
         label: String,
         /// The labels the ring has, comma-separated ("none" if none).
         known: String,
+    },
+    /// A [`Need`](crate::Need) was used with a table that did not make it.
+    #[error("this label requirement was prepared by another route table: prepare it on this table with RouteTable::need")]
+    ForeignNeed,
+    /// An error on one ring of a migration.
+    #[error("on the {ring} ring: {source}")]
+    OnRing {
+        /// The ring at fault.
+        ring: Version,
+        /// What went wrong there.
+        source: Box<Error>,
     },
     /// Label requirements are not defined for pingora v1 rings.
     #[error("label requirements need a scheme whose collision rule is an order (nginx or pingora-v2); pingora-v1's ties depend on std's unstable sort, so no subset ring can match it")]

@@ -10,7 +10,7 @@
 //! |----------|------|-------|-------------|----------------|
 //! | `Wide`   | u32  | u32   | 8           | 2^32           |
 //! | `Packed` | u32  | u16   | 6           | 65,536         |
-//! | `Compact`| r low bits | ceil(log2 N) bits | 3.3 to 3.7 (see [`crate::compact`]) | 2^32 |
+//! | `Compact`| r low bits | ceil(log2 N) bits | 3.3 to 3.7 (see below) | 2^32 |
 //!
 //! Lookup cost: `Wide` and `Packed` binary-search (`log2 P` dependent loads,
 //! the last ten or so missing cache on large rings); `Compact` loads one
@@ -18,6 +18,53 @@
 //!
 //! `Packed` spends the same 6 bytes as pingora-ketama's `PointV2`
 //! (`[u8; 6]`: hash then u16 node), split into two arrays instead of one.
+//!
+//! # `Compact`
+//!
+//! A bucket index over the top hash bits and bit-packed (remainder, node)
+//! entries: 3.3 to 3.7 bytes per point at CDN
+//! sizes (measured: 3.68 at 1.6M points over 10,000 nodes, 3.29 at 16M),
+//! against pingora-ketama v2's 6, and a lookup touches two or three cache
+//! lines instead of a binary search's twenty-odd.
+//!
+//! ## Fields
+//!
+//! With `P` sorted, distinct point hashes, `N` nodes and a bucket count
+//! `B = 2^b` chosen at build time:
+//!
+//! - **entries**: for each point in ring order, `r = 32 - b` low bits of its
+//!   hash (the top `b` bits are implied by its bucket) and the owner's node
+//!   index in `n = ceil(log2 N)` bits, packed back to back as one
+//!   `w = r + n`-bit field (`rem << n | node`). `P * w` bits.
+//! - **offsets**: where each bucket's entries start, in two levels: one u32
+//!   base per superblock of `S = 2^s` buckets, and per bucket a `k`-bit
+//!   offset from its superblock's base, `k` being the bits the largest such
+//!   offset needs. `(B + 1) * k + (B / S + 1) * 32` bits.
+//! - fields are read from 64-bit words, two adjacent loads combined; each
+//!   array ends with a padding word so the second load stays in bounds.
+//!
+//! Bytes per point are therefore
+//! `(w + (k + 32 / S) * B / P) / 8`. The build tries every `b` around
+//! `log2 P` and `S` from 8 to 128 and keeps the smallest. For 1.6M points
+//! over 10,000 nodes that is `b = 18`, `S = 64`, `k = 9`: `w = 28` bits of
+//! entry plus 0.18 B of index, 3.68 B/point; the
+//! information-theoretic floor there is about 3.3 (`log2 C(2^32, P) / P`
+//! bits per hash plus `log2 N` for the owner).
+//!
+//! ## Lookup
+//!
+//! A key hash `h` falls in bucket `h >> r`; its entries lie between that
+//! bucket's start and the next one's (both in the same one or two cache
+//! lines of offsets). The entry where the bucket is expected to start (its
+//! superblock's base plus the average bucket size times its place) is
+//! touched at the same time, so the offsets' and the entries' cache misses
+//! overlap instead of following one another. The first entry whose
+//! remainder is `>= h`'s low `r` bits is the answer; if there is none, the answer is the first entry of
+//! the following buckets, which is simply the next entry in ring order
+//! (wrapping to entry 0). A bucket holds `P / B` entries on average, 2 to 8
+//! with the chosen `b`: a short linear scan of one or two cache lines.
+//!
+//! Any node count `Wide` holds fits (`n <= 32`, `r <= 24`, so `w <= 56`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -36,7 +83,7 @@ pub enum Layout {
     Packed,
     /// Bucket index and bit-packed entries: 3.3 to 3.7 B/point at 16+
     /// points per node, any node count, the fastest lookups on large
-    /// rings. See [`crate::compact`].
+    /// rings. See the [module docs](self).
     Compact,
 }
 
@@ -96,7 +143,7 @@ pub(crate) enum Points {
         hashes: Box<[u32]>,
         owners: Box<[u16]>,
     },
-    /// See [`crate::compact`].
+    /// See the `Compact` section of the module docs.
     Compact(Compact),
 }
 

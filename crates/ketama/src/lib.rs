@@ -3,11 +3,12 @@
 //!
 //! A [`Ring`] gives each [`Node`] `weight x point_multiple` points (a CRC-32
 //! chain, 160 per weight unit by default) on a 32-bit ring; a key goes to
-//! the first point at or after its CRC-32. The [`Compat`] scheme picks which
+//! the first point at or after its hash. The [`Compat`] scheme picks which
 //! peer's hashing and collision rule to reproduce; the [`Layout`] picks how
-//! many bytes a point costs, and never changes routing.
+//! many bytes a point costs (8, 6, or about 3.3 in `Compact`), and never
+//! changes routing.
 //!
-//! This crate is pure and synchronous: no I/O, no threads, no global state.
+//! This crate is pure and synchronous: no I/O, no threads.
 //!
 //! # Example
 //!
@@ -42,33 +43,51 @@
 //! assert_eq!(ring.generated_points(), 4 * 160);
 //! # Ok::<(), ketama::Error>(())
 //! ```
+//!
+//! # Map of the crate
+//!
+//! | for | use | costs |
+//! |---|---|---|
+//! | a server, its weight, labels, `down` | [`Node`], [`parse_servers`] | its strings + 40 B |
+//! | building a ring | [`RingBuilder`] with [`RingSettings`] ([`Compat`], [`Layout`], point multiple) | `O(P)`, 16 B/point at the peak |
+//! | one key's node, a batch, failover order | [`Ring::node`], [`Ring::node_indices_for_hashes`], [`Ring::failover`] / [`FailoverCursor`] | one hash + one search |
+//! | only nodes carrying some labels | [`Requirement`], [`RequirementCache`] ([`subset`] explains how one ring serves every combination) | 1 bit/node (+ a dedicated ring for sparse sets) |
+//! | two rings side by side, rolled out by share and scope | [`Migration`], [`Rollout`] ([`migration`] spells out the per-key decision) | one FNV-1a per key |
+//! | **the whole routing decision** (version, ring, labels, failover) | [`RouteTable::route`] then [`RouteTable::next`] | the above, no allocation |
+//! | shares, CV, diffs between rings, recommendations | [`analysis`] | `O(P)` |
+//!
+//! Routers and tools go through [`RouteTable`]: it is the one place where
+//! a key becomes a node.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
 pub mod analysis;
-pub mod compact;
+mod compact;
 mod compat;
-pub mod crc;
+mod crc;
 mod error;
 pub mod layout;
 pub mod migration;
+pub mod mix;
 mod node;
 mod ring;
+pub mod route;
 mod servers;
+mod settings;
 mod sort;
 pub mod subset;
+pub mod synthetic;
+#[doc(hidden)]
+pub mod testing;
 
 pub use compat::{Compat, UnknownCompat};
 pub use error::{Error, Result};
 pub use layout::{Layout, UnknownLayout};
-pub use migration::{Migration, Rollout};
+pub use migration::{Migration, Rollout, Version};
 pub use node::{nginx_host_port, pingora_prefix, Node};
-pub use ring::{Failover, FailoverCursor, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE, MAX_POINTS};
+pub use ring::{Failover, FailoverCursor, Ring, RingBuilder, MAX_POINTS};
+pub use route::{Need, Route, RouteTable};
 pub use servers::parse_servers;
+pub use settings::{RingSettings, DEFAULT_POINT_MULTIPLE};
 pub use subset::{Requirement, RequirementCache};
-
-/// The README's examples, compiled and run as doctests.
-#[cfg(doctest)]
-#[doc = include_str!("../../../README.md")]
-pub struct ReadmeDoctests;

@@ -27,16 +27,15 @@
 //! # Live changes
 //!
 //! The rollout sits behind an `ArcSwap`: [`Migration::set_rollout`] swaps
-//! it from any thread while lookups read it without a lock. Lookups count
-//! per ring version in relaxed atomics, readable while traffic runs.
+//! it from any thread while lookups read it without a lock.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::{Node, Requirement, Ring};
+pub use crate::mix::{fnv1a64, mix64};
+use crate::{Node, Ring};
 
 /// Basis points: 1/100 of a percent; 10,000 is everything.
 pub const FULL: u16 = 10_000;
@@ -46,23 +45,11 @@ pub fn rollout_bucket(key: &[u8]) -> u16 {
     (((mix64(fnv1a64(key)) >> 32) * FULL as u64) >> 32) as u16
 }
 
-/// FNV-1a, 64-bit.
-pub fn fnv1a64(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, &b| {
-        (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-    })
-}
-
-/// SplitMix64's output function.
-pub fn mix64(h: u64) -> u64 {
-    let z = (h ^ (h >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    let z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
-}
-
 /// Which ring answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Version {
+    /// The one ring, where no migration is under way.
+    Only,
     /// The ring being replaced.
     Old,
     /// The ring being rolled out.
@@ -70,12 +57,19 @@ pub enum Version {
 }
 
 impl Version {
-    /// `old` or `new`.
+    /// `only`, `old` or `new`.
     pub fn name(self) -> &'static str {
         match self {
+            Version::Only => "only",
             Version::Old => "old",
             Version::New => "new",
         }
+    }
+}
+
+impl std::fmt::Display for Version {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
@@ -142,21 +136,17 @@ fn check(bp: u32, scope: &str) -> Result<u16, BadRollout> {
     Ok(bp as u16)
 }
 
-/// Padded so the two counters do not share a cache line.
-#[derive(Debug, Default)]
-#[repr(align(64))]
-struct Counter(AtomicU64);
-
-/// An old and a new ring and the rollout between them.
+/// An old and a new ring and the rollout between them. It decides which
+/// ring a key uses; [`RouteTable`](crate::RouteTable) makes the whole
+/// routing decision with it (ring, labels, failover).
 ///
-/// Cost per lookup: one FNV-1a over the key, a lock-free load of the
-/// rollout, the chosen ring's lookup and one relaxed atomic increment.
+/// Cost per decision: one FNV-1a over the key and a lock-free load of the
+/// rollout. No counters: callers count what they serve.
 #[derive(Debug)]
 pub struct Migration {
     old: Arc<Ring>,
     new: Arc<Ring>,
     rollout: ArcSwap<Rollout>,
-    served: [Counter; 2],
 }
 
 impl Migration {
@@ -166,7 +156,6 @@ impl Migration {
             old,
             new,
             rollout: ArcSwap::from_pointee(rollout),
-            served: Default::default(),
         }
     }
 
@@ -202,10 +191,10 @@ impl Migration {
         }
     }
 
-    /// The ring for a version.
-    pub fn ring(&self, v: Version) -> &Ring {
+    /// The ring for a version (`Only` is the old ring).
+    pub fn ring(&self, v: Version) -> &Arc<Ring> {
         match v {
-            Version::Old => &self.old,
+            Version::Only | Version::Old => &self.old,
             Version::New => &self.new,
         }
     }
@@ -214,41 +203,7 @@ impl Migration {
     /// (`None` for the node when that ring has no serving node).
     pub fn node(&self, key: &[u8], scope: Option<&str>) -> (Option<&Node>, Version) {
         let v = self.version(key, scope);
-        self.count(v);
         (self.ring(v).node(key), v)
-    }
-
-    /// [`node`](Self::node) under label requirements prepared for each ring
-    /// (`old_req` on the old ring, `new_req` on the new).
-    pub fn node_required(
-        &self,
-        key: &[u8],
-        scope: Option<&str>,
-        old_req: &Requirement,
-        new_req: &Requirement,
-    ) -> (Option<&Node>, Version) {
-        let v = self.version(key, scope);
-        self.count(v);
-        let req = match v {
-            Version::Old => old_req,
-            Version::New => new_req,
-        };
-        (self.ring(v).node_required(key, req), v)
-    }
-
-    /// Counts a lookup served by `v` (for callers that look up on
-    /// [`ring`](Self::ring) themselves, e.g. with failover).
-    #[inline]
-    pub fn count(&self, v: Version) {
-        self.served[v as usize].0.fetch_add(1, Relaxed);
-    }
-
-    /// Lookups served so far by (old, new).
-    pub fn served(&self) -> (u64, u64) {
-        (
-            self.served[0].0.load(Relaxed),
-            self.served[1].0.load(Relaxed),
-        )
     }
 }
 

@@ -19,6 +19,23 @@
 //! node in its list) is exactly the dedicated ring's answer; a `down`
 //! winner is skipped as the dedicated ring would skip it.
 //!
+//! # Bound to one ring
+//!
+//! A [`Requirement`] holds the `Arc<Ring>` it was prepared for and answers
+//! lookups itself, and a [`RequirementCache`] belongs to one ring: there is
+//! no way to ask one ring with a requirement prepared on another.
+//!
+//! ```compile_fail
+//! # use std::sync::Arc;
+//! # use ketama::{Node, Ring, RequirementCache};
+//! let a = Arc::new(Ring::new(vec![Node::new("a:1", 1).with_labels(["eu"])])?);
+//! let b = Arc::new(Ring::new(vec![Node::new("b:1", 1).with_labels(["eu"])])?);
+//! let cache = RequirementCache::new(a, 1 << 20);
+//! // A cache serves its own ring only: it takes no ring to look up on.
+//! let req = cache.get(&b, &["eu"])?;
+//! # Ok::<(), ketama::Error>(())
+//! ```
+//!
 //! # Cost
 //!
 //! Memory: 8 bytes per node for the label mask plus the collision lists;
@@ -37,7 +54,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::{Compat, Layout, Node, Ring};
+use crate::ring::FailoverCursor;
+use crate::{Compat, Layout, Node, Ring, RingBuilder};
 
 /// Requirements whose eligible nodes hold less than this share of the
 /// weight get a dedicated ring.
@@ -90,26 +108,166 @@ impl Labels {
         self.masks.get(node).copied().unwrap_or(0)
     }
 
+    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
+        self.names.iter().map(|n| &**n)
+    }
+
+    /// The mask of these label names, or the error naming the first one
+    /// the ring lacks.
+    fn mask<S: AsRef<str>>(&self, labels: &[S]) -> Result<u64> {
+        let mut mask = 0u64;
+        for l in labels {
+            let l = l.as_ref();
+            let bit = self.names.iter().position(|n| &**n == l).ok_or_else(|| {
+                let known: Vec<&str> = self.names().collect();
+                Error::UnknownLabel {
+                    label: l.to_string(),
+                    known: if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(",")
+                    },
+                }
+            })?;
+            mask |= 1 << bit;
+        }
+        Ok(mask)
+    }
+
     pub(crate) fn heap_bytes(&self) -> usize {
         self.masks.len() * 8 + self.names.iter().map(|n| n.len() + 16).sum::<usize>()
     }
 }
 
-/// A set of required labels, prepared for one ring: which nodes are
-/// eligible and, for sparse combinations, a dedicated ring.
+/// A set of node indices: one bit per node.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct NodeSet(Box<[u64]>);
+
+impl NodeSet {
+    fn with_capacity(nodes: usize) -> Self {
+        NodeSet(vec![0u64; nodes.div_ceil(64)].into_boxed_slice())
+    }
+
+    fn insert(&mut self, n: usize) {
+        self.0[n / 64] |= 1 << (n % 64);
+    }
+
+    #[inline(always)]
+    pub(crate) fn contains(&self, n: usize) -> bool {
+        self.0[n / 64] & (1 << (n % 64)) != 0
+    }
+
+    fn heap_bytes(&self) -> usize {
+        self.0.len() * 8
+    }
+}
+
+/// A set of required labels, prepared for one ring, which it holds: which
+/// nodes are eligible and, for sparse combinations, a dedicated ring.
+/// Lookups under the requirement are its own methods.
 ///
 /// Cost: one bit per node, plus the dedicated ring if any.
+///
+/// ```
+/// use std::sync::Arc;
+/// use ketama::{Node, Requirement, Ring};
+/// let ring = Arc::new(Ring::new(vec![
+///     Node::new("10.0.0.1:443", 1).with_labels(["eu"]),
+///     Node::new("10.0.0.2:443", 1).with_labels(["us"]),
+/// ])?);
+/// let eu = Requirement::new(&ring, &["eu"])?;
+/// assert_eq!(eu.node(b"/a").unwrap().server(), "10.0.0.1:443");
+/// # Ok::<(), ketama::Error>(())
+/// ```
 #[derive(Clone, Debug)]
 pub struct Requirement {
+    ring: Arc<Ring>,
     mask: u64,
-    eligible: Box<[u64]>,
-    any_eligible: bool,
+    eligible: NodeSet,
+    /// Eligible nodes of nonzero weight that are not down: the most a walk
+    /// can yield.
+    serving: usize,
     weight_share: f64,
     /// A ring of the eligible nodes, and its node index -> the shared ring's.
     dedicated: Option<(Box<Ring>, Box<[u32]>)>,
 }
 
 impl Requirement {
+    /// Prepares a requirement on `ring`: lookups with it answer only with
+    /// nodes that carry every label in `labels` (none: every node). Errors
+    /// on a label the ring does not have, and on `PingoraV1` rings when
+    /// labels are required. Builds a dedicated ring when the eligible nodes
+    /// hold less than [`DEDICATED_BELOW`] of the weight; see the module
+    /// docs.
+    pub fn new<S: AsRef<str>>(ring: &Arc<Ring>, labels: &[S]) -> Result<Self> {
+        Self::with_dedicated(ring, labels, true)
+    }
+
+    /// [`new`](Self::new), choosing whether a sparse combination may get a
+    /// dedicated ring (`false`: always walk the shared ring, no extra
+    /// memory).
+    pub fn with_dedicated<S: AsRef<str>>(
+        ring: &Arc<Ring>,
+        labels: &[S],
+        allow_dedicated: bool,
+    ) -> Result<Self> {
+        let mask = ring.labels.mask(labels)?;
+        if mask != 0 && ring.compat() == Compat::PingoraV1 {
+            return Err(Error::RequirementWithPingoraV1);
+        }
+        let nodes = ring.nodes();
+        let mut eligible = NodeSet::with_capacity(nodes.len());
+        let (mut total, mut chosen, mut serving) = (0u64, 0u64, 0usize);
+        for (i, n) in nodes.iter().enumerate() {
+            total += n.weight() as u64;
+            if ring.labels.mask_of(i) & mask == mask {
+                eligible.insert(i);
+                chosen += n.weight() as u64;
+                serving += (n.weight() > 0 && !n.is_down()) as usize;
+            }
+        }
+        let weight_share = if total == 0 {
+            0.0
+        } else {
+            chosen as f64 / total as f64
+        };
+        let mut req = Requirement {
+            ring: ring.clone(),
+            mask,
+            eligible,
+            serving,
+            weight_share,
+            dedicated: None,
+        };
+        if allow_dedicated && mask != 0 && chosen > 0 && weight_share < DEDICATED_BELOW {
+            let map: Vec<u32> = (0..nodes.len())
+                .filter(|&i| req.eligible.contains(i))
+                .map(|i| i as u32)
+                .collect();
+            let sub: Vec<Node> = map.iter().map(|&i| nodes[i as usize].clone()).collect();
+            let dedicated = RingBuilder::from(ring.settings())
+                .layout(Layout::Compact)
+                .build(sub)?;
+            req.dedicated = Some((Box::new(dedicated), map.into_boxed_slice()));
+        }
+        Ok(req)
+    }
+
+    /// The ring this requirement was prepared for.
+    pub fn ring(&self) -> &Arc<Ring> {
+        &self.ring
+    }
+
+    /// Whether it requires no label (every node eligible).
+    pub fn is_empty(&self) -> bool {
+        self.mask == 0
+    }
+
+    /// Whether node `i` of the ring carries every required label.
+    pub fn is_eligible(&self, i: usize) -> bool {
+        i < self.ring.nodes().len() && (self.mask == 0 || self.eligible.contains(i))
+    }
+
     /// The share of the ring's weight the eligible nodes hold.
     pub fn weight_share(&self) -> f64 {
         self.weight_share
@@ -120,191 +278,82 @@ impl Requirement {
         self.dedicated.is_some()
     }
 
-    /// Heap bytes this requirement holds.
+    /// Heap bytes this requirement holds (not counting the shared ring).
     pub fn heap_bytes(&self) -> usize {
-        self.eligible.len() * 8
+        self.eligible.heap_bytes()
             + self
                 .dedicated
                 .as_ref()
                 .map_or(0, |(r, m)| r.points_heap_bytes() + m.len() * 4)
     }
 
-    #[inline(always)]
-    fn ok(&self, n: usize) -> bool {
-        self.eligible[n / 64] & (1 << (n % 64)) != 0
-    }
-}
-
-impl Ring {
-    /// Prepares a requirement: lookups with it answer only with nodes that
-    /// carry every label in `labels` (none: every node). Errors on a label
-    /// the ring does not have, and on `PingoraV1` rings when labels are
-    /// required. Builds a dedicated ring when the eligible nodes hold less
-    /// than [`DEDICATED_BELOW`] of the weight; see the module docs.
-    pub fn requirement<S: AsRef<str>>(&self, labels: &[S]) -> Result<Requirement> {
-        self.requirement_with(labels, true)
+    /// The eligible node for a key; `None` when no eligible node can serve.
+    pub fn node(&self, key: &[u8]) -> Option<&Node> {
+        self.node_index_for_hash(self.ring.hash_key(key))
+            .map(|i| &self.ring.nodes()[i])
     }
 
-    /// [`requirement`](Self::requirement), choosing whether a sparse
-    /// combination may get a dedicated ring (`false`: always walk the
-    /// shared ring, no extra memory).
-    pub fn requirement_with<S: AsRef<str>>(
-        &self,
-        labels: &[S],
-        allow_dedicated: bool,
-    ) -> Result<Requirement> {
-        let mut mask = 0u64;
-        for l in labels {
-            let l = l.as_ref();
-            let bit = self
-                .labels
-                .names
-                .iter()
-                .position(|n| &**n == l)
-                .ok_or_else(|| {
-                    let known: Vec<&str> = self.labels.names.iter().map(|n| &**n).collect();
-                    Error::UnknownLabel {
-                        label: l.to_string(),
-                        known: if known.is_empty() {
-                            "none".into()
-                        } else {
-                            known.join(",")
-                        },
-                    }
-                })?;
-            mask |= 1 << bit;
+    /// The index (into the ring's nodes) of the eligible node for a hash.
+    pub fn node_index_for_hash(&self, hash: u32) -> Option<usize> {
+        if self.mask == 0 {
+            return self.ring.node_index_for_hash(hash);
         }
-        if mask != 0 && self.compat() == Compat::PingoraV1 {
-            return Err(Error::RequirementWithPingoraV1);
-        }
-        let nodes = self.nodes();
-        let mut eligible = vec![0u64; nodes.len().div_ceil(64)];
-        let (mut total, mut chosen) = (0u64, 0u64);
-        for (i, n) in nodes.iter().enumerate() {
-            total += n.weight() as u64;
-            if self.labels.mask_of(i) & mask == mask {
-                eligible[i / 64] |= 1 << (i % 64);
-                chosen += n.weight() as u64;
-            }
-        }
-        let weight_share = if total == 0 {
-            0.0
-        } else {
-            chosen as f64 / total as f64
-        };
-        let mut req = Requirement {
-            mask,
-            eligible: eligible.into_boxed_slice(),
-            any_eligible: chosen > 0,
-            weight_share,
-            dedicated: None,
-        };
-        if allow_dedicated && mask != 0 && chosen > 0 && weight_share < DEDICATED_BELOW {
-            let map: Vec<u32> = (0..nodes.len())
-                .filter(|&i| req.ok(i))
-                .map(|i| i as u32)
-                .collect();
-            let sub: Vec<Node> = map.iter().map(|&i| nodes[i as usize].clone()).collect();
-            let ring = self.builder().layout(Layout::Compact).build(sub)?;
-            req.dedicated = Some((Box::new(ring), map.into_boxed_slice()));
-        }
-        Ok(req)
-    }
-
-    /// The node for a key under a requirement; `None` when no eligible node
-    /// can serve.
-    #[inline]
-    pub fn node_required(&self, key: &[u8], req: &Requirement) -> Option<&Node> {
-        self.node_index_required_for_hash(Ring::hash_key(key), req)
-            .map(|i| &self.nodes()[i])
-    }
-
-    /// The index of the node for a hash under a requirement.
-    pub fn node_index_required_for_hash(&self, hash: u32, req: &Requirement) -> Option<usize> {
-        if req.mask == 0 {
-            return self.node_index_for_hash(hash);
-        }
-        if !req.any_eligible {
-            return None;
-        }
-        if let Some((ring, map)) = &req.dedicated {
+        if let Some((ring, map)) = &self.dedicated {
             return ring.node_index_for_hash(hash).map(|i| map[i] as usize);
         }
-        self.walk_required(hash, req).next()
+        let mut c = self.cursor(hash);
+        self.advance(&mut c)
     }
 
-    /// Every distinct eligible serving node once, in the dedicated ring's
-    /// order from the key's point (see [`Ring::failover`]).
-    pub fn failover_required<'a>(
-        &'a self,
-        hash: u32,
-        req: &'a Requirement,
-    ) -> Box<dyn Iterator<Item = usize> + 'a> {
-        if req.mask == 0 {
-            let mut f = self.failover_for_hash(hash);
-            return Box::new(std::iter::from_fn(move || f.next_index()));
+    /// A detached failover walk over the eligible nodes from a hash's
+    /// point: the order a dedicated ring of the eligible nodes would give.
+    /// Advance it with [`advance`](Self::advance).
+    pub fn cursor(&self, hash: u32) -> FailoverCursor {
+        if self.mask == 0 {
+            return self.ring.failover_cursor(hash);
         }
-        if let Some((ring, map)) = &req.dedicated {
-            let mut f = ring.failover_for_hash(hash);
-            return Box::new(std::iter::from_fn(move || {
-                f.next_index().map(|i| map[i] as usize)
-            }));
+        if let Some((ring, _)) = &self.dedicated {
+            return ring.failover_cursor(hash);
         }
-        let mut seen = vec![0u64; self.nodes().len().div_ceil(64)];
-        Box::new(self.walk_required(hash, req).filter(move |&n| {
-            let new = seen[n / 64] & (1 << (n % 64)) == 0;
-            seen[n / 64] |= 1 << (n % 64);
-            new
-        }))
+        let ring = &self.ring;
+        let (pos, limit) = if ring.points.len() == 0 || self.serving == 0 {
+            (0, 0)
+        } else {
+            (ring.points.search(hash), self.serving)
+        };
+        ring.cursor_at(pos, limit)
     }
 
-    /// The serving eligible winners of the points from the key's point on,
-    /// once round the ring (repeats included).
-    fn walk_required<'a>(
-        &'a self,
-        hash: u32,
-        req: &'a Requirement,
-    ) -> impl Iterator<Item = usize> + 'a {
-        let len = self.points.len();
-        let live = req.any_eligible && len > 0;
-        let start = if live { self.points.search(hash) } else { 0 };
-        let steps = if live { len } else { 0 };
-        (0..steps).filter_map(move |k| {
-            let mut pos = start + k;
-            if pos >= len {
-                pos -= len;
-            }
-            let owner = self.points.node(pos);
-            let winner = if req.ok(owner) {
-                Some(owner)
-            } else {
-                self.collisions
-                    .at(pos)
-                    .and_then(|list| list.iter().map(|&n| n as usize).find(|&n| req.ok(n)))
-            };
-            winner.filter(|&w| !self.is_down(w))
-        })
+    /// The next distinct eligible serving node (its index into the ring's
+    /// nodes) of a walk made by [`cursor`](Self::cursor).
+    #[inline]
+    pub fn advance(&self, c: &mut FailoverCursor) -> Option<usize> {
+        if self.mask == 0 {
+            return self.ring.advance(c);
+        }
+        if let Some((ring, map)) = &self.dedicated {
+            return ring.advance(c).map(|i| map[i] as usize);
+        }
+        self.ring.advance_required(c, &self.eligible)
     }
 
-    /// The label names of the ring, in bit order.
-    pub fn label_names(&self) -> impl Iterator<Item = &str> {
-        self.labels.names.iter().map(|n| &**n)
-    }
-
-    /// Heap bytes of the subset machinery: label masks and collision lists.
-    pub fn subset_heap_bytes(&self) -> usize {
-        self.labels.heap_bytes() + self.collisions.heap_bytes()
+    /// Every distinct eligible serving node once, in failover order from
+    /// the hash's point.
+    pub fn failover(&self, hash: u32) -> impl Iterator<Item = usize> + '_ {
+        let mut c = self.cursor(hash);
+        std::iter::from_fn(move || self.advance(&mut c))
     }
 }
 
-/// Requirements by label combination, built on first use and kept while
-/// their memory (dedicated rings included) fits under a cap. A requirement
-/// that would not fit is built without a dedicated ring (it walks the
-/// shared ring, costing one bit per node) and, once even those no longer
-/// fit, is returned without being kept. Thread-safe; the lock is held only
-/// to find or insert an entry, never during a lookup.
+/// Requirements of one ring by label combination, built on first use and
+/// kept while their memory (dedicated rings included) fits under a cap. A
+/// requirement that would not fit is built without a dedicated ring (it
+/// walks the shared ring, costing one bit per node) and, once even those
+/// no longer fit, is returned without being kept. Thread-safe; the lock is
+/// held only to find or insert an entry, never during a lookup.
 #[derive(Debug)]
 pub struct RequirementCache {
+    ring: Arc<Ring>,
     cap_bytes: usize,
     inner: Mutex<CacheInner>,
 }
@@ -316,16 +365,22 @@ struct CacheInner {
 }
 
 impl RequirementCache {
-    /// A cache holding at most `cap_bytes` of requirements.
-    pub fn new(cap_bytes: usize) -> Self {
+    /// A cache for `ring` holding at most `cap_bytes` of requirements.
+    pub fn new(ring: Arc<Ring>, cap_bytes: usize) -> Self {
         RequirementCache {
+            ring,
             cap_bytes,
             inner: Mutex::new(CacheInner::default()),
         }
     }
 
-    /// The requirement for `labels` on `ring`, from the cache or built.
-    pub fn get<S: AsRef<str>>(&self, ring: &Ring, labels: &[S]) -> Result<Arc<Requirement>> {
+    /// The ring the cache's requirements are for.
+    pub fn ring(&self) -> &Arc<Ring> {
+        &self.ring
+    }
+
+    /// The requirement for `labels`, from the cache or built.
+    pub fn get<S: AsRef<str>>(&self, labels: &[S]) -> Result<Arc<Requirement>> {
         let mut key: Vec<String> = labels.iter().map(|l| l.as_ref().to_string()).collect();
         key.sort();
         key.dedup();
@@ -333,9 +388,9 @@ impl RequirementCache {
             return Ok(r.clone());
         }
         let used = self.lock().bytes;
-        let mut req = ring.requirement(&key)?;
+        let mut req = Requirement::new(&self.ring, &key)?;
         if used + req.heap_bytes() > self.cap_bytes {
-            req = ring.requirement_with(&key, false)?;
+            req = Requirement::with_dedicated(&self.ring, &key, false)?;
         }
         let req = Arc::new(req);
         let mut inner = self.lock();

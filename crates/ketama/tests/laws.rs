@@ -67,7 +67,7 @@ fn build(nodes: Vec<Node>, compat: Compat, layout: Layout, multiple: u32) -> Rin
         .point_multiple(multiple)
         .build(nodes)
         .unwrap();
-    ring.check_invariants().unwrap();
+    ketama::testing::check_invariants(&ring).unwrap();
     ring
 }
 

@@ -1,6 +1,6 @@
 //! Replays traces recorded from a real nginx (`hash $request_uri consistent`)
 //! against ketama's `Nginx` scheme, in every layout. See
-//! `tests/data/nginx/README.md` for how they were recorded.
+//! `testdata/nginx/README.md` (at the workspace root) for how they were recorded.
 
 mod common;
 
@@ -11,7 +11,7 @@ use ketama::{parse_servers, Compat, Layout, RingBuilder};
 
 fn data(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/nginx")
+        .join("../../testdata/nginx")
         .join(name);
     std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
@@ -52,7 +52,7 @@ fn replays_nginx_traces_with_zero_mismatches() {
             );
             if layout == Layout::Wide {
                 for &(uri, _) in &pairs {
-                    let h = ketama::Ring::hash_key(uri.as_bytes());
+                    let h = Compat::Nginx.hash_key(uri.as_bytes());
                     let mut i = 0;
                     while let Some((ph, _)) = ring.point(i) {
                         if ph >= h {

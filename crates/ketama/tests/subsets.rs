@@ -5,7 +5,8 @@
 mod common;
 
 use common::{colliding_pairs, forge_key, Prefix, Reference};
-use ketama::{Compat, Error, Layout, Node, RequirementCache, Ring, RingBuilder};
+
+use ketama::{Compat, Error, Layout, Node, Requirement, RequirementCache, RingBuilder};
 use proptest::prelude::*;
 
 const LABELS: [&str; 5] = ["eu", "us", "ssd", "pci", "video"];
@@ -20,14 +21,7 @@ fn with_labels(server: String, weight: u32, down: bool, bits: u8) -> Node {
     )
 }
 
-fn build(nodes: Vec<Node>, compat: Compat, layout: Layout, multiple: u32) -> Ring {
-    RingBuilder::new()
-        .compat(compat)
-        .layout(layout)
-        .point_multiple(multiple)
-        .build(nodes)
-        .unwrap()
-}
+use common::arc_ring as build;
 
 /// Checks every routing boundary of the dedicated ring and of the shared
 /// one, plus forged keys on every collided point.
@@ -60,10 +54,10 @@ fn check(
         .into_iter()
         .enumerate()
     {
-        hashes.push(ketama::Ring::hash_key(&forge_key(&i.to_string(), h)));
+        hashes.push(shared.hash_key(&forge_key(&i.to_string(), h)));
     }
     for allow in [true, false] {
-        let requirement = match shared.requirement_with(req, allow) {
+        let requirement = match Requirement::with_dedicated(&shared, req, allow) {
             Ok(r) => r,
             Err(Error::UnknownLabel { .. }) => {
                 prop_assert!(eligible.is_empty() || req.is_empty());
@@ -73,8 +67,8 @@ fn check(
         };
         for &h in &hashes {
             let want = dedicated.node_for_hash(h).map(|n| n.server());
-            let got = shared
-                .node_index_required_for_hash(h, &requirement)
+            let got = requirement
+                .node_index_for_hash(h)
                 .map(|i| shared.nodes()[i].server());
             prop_assert_eq!(
                 got,
@@ -84,8 +78,8 @@ fn check(
                 req,
                 allow
             );
-            let order: Vec<&str> = shared
-                .failover_required(h, &requirement)
+            let order: Vec<&str> = requirement
+                .failover(h)
                 .map(|i| shared.nodes()[i].server())
                 .collect();
             let want_order: Vec<&str> =
@@ -179,7 +173,7 @@ fn errors_and_limits() {
         Layout::Wide,
         160,
     );
-    let e = ring.requirement(&["nope"]).unwrap_err();
+    let e = Requirement::new(&ring, &["nope"]).unwrap_err();
     assert_eq!(
         e,
         Error::UnknownLabel {
@@ -194,10 +188,10 @@ fn errors_and_limits() {
         160,
     );
     assert_eq!(
-        v1.requirement(&["eu"]).unwrap_err(),
+        Requirement::new(&v1, &["eu"]).unwrap_err(),
         Error::RequirementWithPingoraV1
     );
-    assert!(v1.requirement::<&str>(&[]).is_ok());
+    assert!(Requirement::new::<&str>(&v1, &[]).is_ok());
     // 65 distinct labels.
     let nodes: Vec<Node> = (0..65)
         .map(|i| Node::new(format!("n{i}"), 1).with_labels([format!("l{i}")]))
@@ -217,8 +211,9 @@ fn errors_and_limits() {
         Layout::Compact,
         160,
     );
-    let r = ring.requirement(&["eu", "us"]).unwrap();
-    assert_eq!(ring.node_required(b"k", &r), None);
+    let r = Requirement::new(&ring, &["eu", "us"]).unwrap();
+    assert_eq!(r.node(b"k"), None);
+    assert_eq!(r.failover(ring.hash_key(b"k")).next(), None);
 }
 
 #[test]
@@ -234,17 +229,17 @@ fn sparse_requirements_get_a_dedicated_ring_under_a_cap() {
         })
         .collect();
     let ring = build(nodes, Compat::Nginx, Layout::Compact, 160);
-    let sparse = ring.requirement(&["us"]).unwrap();
+    let sparse = Requirement::new(&ring, &["us"]).unwrap();
     assert!(sparse.is_dedicated());
     assert!((sparse.weight_share() - 8.0 / 400.0).abs() < 1e-12);
-    let dense = ring.requirement(&["eu"]).unwrap();
+    let dense = Requirement::new(&ring, &["eu"]).unwrap();
     assert!(!dense.is_dedicated());
-    let cache = RequirementCache::new(1 << 20);
-    let a = cache.get(&ring, &["us", "ssd"]).unwrap();
-    let b = cache.get(&ring, &["ssd", "us"]).unwrap();
+    let cache = RequirementCache::new(ring.clone(), 1 << 20);
+    let a = cache.get(&["us", "ssd"]).unwrap();
+    let b = cache.get(&["ssd", "us"]).unwrap();
     assert!(std::sync::Arc::ptr_eq(&a, &b));
     assert!(cache.heap_bytes() <= 1 << 20);
     // A cap too small for the dedicated ring: the requirement walks instead.
-    let tiny = RequirementCache::new(64);
-    assert!(!tiny.get(&ring, &["us"]).unwrap().is_dedicated());
+    let tiny = RequirementCache::new(ring.clone(), 64);
+    assert!(!tiny.get(&["us"]).unwrap().is_dedicated());
 }

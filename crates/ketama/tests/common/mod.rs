@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::OnceLock;
 
-use ketama::{crc, nginx_host_port, Node};
+use ketama::{nginx_host_port, testing, Node};
 use rand::{Rng, SeedableRng};
 
 pub fn rng(seed: u64) -> rand::rngs::StdRng {
@@ -53,7 +53,7 @@ pub fn random_key(rng: &mut impl Rng) -> Vec<u8> {
 /// A key whose CRC-32 is exactly `hash`.
 pub fn forge_key(tag: &str, hash: u32) -> Vec<u8> {
     let mut key = format!("/forged/{tag}/").into_bytes();
-    let suffix = crc::forge_suffix(&key, hash);
+    let suffix = testing::forge_suffix(&key, hash);
     key.extend_from_slice(&suffix);
     key
 }
@@ -171,7 +171,7 @@ pub fn colliding_pairs() -> &'static [(String, String)] {
                 x & 255,
                 1000 + x % 50_000
             );
-            let chain = crc::PointChain::new(&[&prefix_of(&name, &Prefix::Pingora)]);
+            let chain = testing::PointChain::new(&[&prefix_of(&name, &Prefix::Pingora)]);
             for h in chain.take(16) {
                 match owner.get(&h) {
                     Some(other)
@@ -193,4 +193,21 @@ pub fn colliding_pairs() -> &'static [(String, String)] {
         }
         pairs
     })
+}
+
+/// A ring of these settings, shared.
+pub fn arc_ring(
+    nodes: Vec<ketama::Node>,
+    compat: ketama::Compat,
+    layout: ketama::Layout,
+    multiple: u32,
+) -> std::sync::Arc<ketama::Ring> {
+    std::sync::Arc::new(
+        ketama::RingBuilder::new()
+            .compat(compat)
+            .layout(layout)
+            .point_multiple(multiple)
+            .build(nodes)
+            .unwrap(),
+    )
 }

@@ -1,6 +1,6 @@
 //! Config validation: every error names the file and the key.
 
-use ketama_router::config::parse;
+use ketama_config::parse;
 
 const BASE: &str = r#"
 [admin]
@@ -21,7 +21,11 @@ fn a_minimal_config_gets_defaults() {
     assert_eq!(v.listen, vec!["127.0.0.1:8080".parse().unwrap()]);
     assert_eq!(
         v.ring,
-        (ketama::Compat::Nginx, ketama::Layout::Compact, 160)
+        ketama::RingSettings {
+            compat: ketama::Compat::Nginx,
+            layout: ketama::Layout::Compact,
+            point_multiple: 160
+        }
     );
     assert_eq!(v.token.as_deref(), Some("t"));
     assert_eq!(v.config.server.grace_period_seconds, 1);
@@ -117,7 +121,8 @@ fn errors_name_file_and_key() {
 
 #[test]
 fn the_committed_example_config_is_valid() {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/router.toml");
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../ketama-router/examples/router.toml");
     let text = std::fs::read_to_string(&path)
         .unwrap()
         .replace("token_env = \"KETAMA_ADMIN_TOKEN\"", "token = \"x\"");

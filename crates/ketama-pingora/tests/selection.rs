@@ -5,10 +5,10 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use ketama::Layout;
-use ketama_router::selection::{KetamaSelection, KetamaSelectionConfig};
-use pingora::lb::selection::{BackendIter, BackendSelection};
-use pingora::lb::{Backend, LoadBalancer};
+use ketama_pingora::{KetamaSelection, KetamaSelectionConfig};
 use pingora_load_balancing::selection::consistent::{KetamaConfig, KetamaHashing};
+use pingora_load_balancing::selection::{BackendIter, BackendSelection};
+use pingora_load_balancing::{Backend, LoadBalancer};
 use rand::{Rng, SeedableRng};
 
 fn backends(seed: u64, n: usize) -> BTreeSet<Backend> {

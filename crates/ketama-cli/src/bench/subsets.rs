@@ -2,13 +2,14 @@
 //! F labels against one pingora-ketama v2 ring per combination.
 
 use std::hint::black_box;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::bail;
-use ketama::{Node, RequirementCache, Ring, RingBuilder};
 
-use crate::alloc;
-use crate::bench::{make_keys, median, per, BenchArgs};
+use ketama::{Node, RequirementCache, RingBuilder};
+
+use super::{alloc, make_keys, median, per, BenchArgs};
 
 /// Share of the ring's points the requirement cache (dedicated rings of
 /// sparse combinations) may add.
@@ -38,9 +39,7 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
     if args.weight == 0 || args.keys == 0 || args.rounds == 0 {
         bail!("--weight, --keys and --rounds must be at least 1");
     }
-    let names: Vec<String> = (0..args.nodes)
-        .map(|i| format!("10.{}.{}.{}:443", i >> 16, (i >> 8) & 255, i & 255))
-        .collect();
+    let names = ketama::synthetic::numbered(args.nodes, 443);
     let nodes: Vec<Node> = names
         .iter()
         .enumerate()
@@ -52,19 +51,24 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
 
     // ketama: one ring, then a requirement for every combination.
     let base = alloc::live();
-    let ring = RingBuilder::new()
-        .compat(args.compat)
-        .layout(args.layout)
-        .point_multiple(args.point_multiple)
-        .build(nodes.clone())?;
+    let ring = Arc::new(
+        RingBuilder::new()
+            .compat(args.compat)
+            .layout(args.layout)
+            .point_multiple(args.point_multiple)
+            .build(nodes.clone())?,
+    );
     let single = alloc::live() - base;
-    let cache = RequirementCache::new((ring.points_heap_bytes() as f64 * CACHE_SHARE) as usize);
+    let cache = RequirementCache::new(
+        ring.clone(),
+        (ring.points_heap_bytes() as f64 * CACHE_SHARE) as usize,
+    );
     // Sparsest combinations first: they gain most from a dedicated ring.
     let mut order = combos.clone();
     order.sort_by_key(|c| std::cmp::Reverse(c.count_ones()));
     let mut reqs = vec![None; combos.len()];
     for &c in &order {
-        reqs[c as usize] = Some(cache.get(&ring, &labels_of(c, f))?);
+        reqs[c as usize] = Some(cache.get(&labels_of(c, f))?);
     }
     let reqs: Vec<_> = reqs
         .into_iter()
@@ -124,10 +128,7 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
             let t = Instant::now();
             let mut acc = 0usize;
             for i in 0..n {
-                acc = acc.wrapping_add(
-                    ring.node_index_required_for_hash(Ring::hash_key(key(i)), req)
-                        .unwrap_or(0),
-                );
+                acc = acc.wrapping_add(req.node_index_for_hash(ring.hash_key(key(i))).unwrap_or(0));
             }
             black_box(acc);
             ketama_ns[p].push(per(t.elapsed(), n));

@@ -1,50 +1,14 @@
-//! `ketama bench`: ketama's layouts against pingora-ketama v1 and v2, built
-//! from the same nodes in one process, runs interleaved, medians reported.
+//! ketama's layouts against pingora-ketama v1 and v2: build CPU, wall time
+//! and peak heap, lookups, bytes per point.
 
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context};
-use clap::Args;
 use cpu_time::ProcessTime;
 use ketama::{Compat, Layout, Node, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE};
 
-use crate::alloc;
-
-/// Options of `ketama bench`.
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    /// Nodes on the ring (named 10.A.B.C:443).
-    #[arg(long, default_value_t = 10_000)]
-    pub(crate) nodes: u32,
-    /// Weight of every node.
-    #[arg(long, default_value_t = 1)]
-    pub(crate) weight: u32,
-    /// Points per weight unit.
-    #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE)]
-    pub(crate) point_multiple: u32,
-    /// Lookups per measurement (30-byte keys).
-    #[arg(long, default_value_t = 1_000_000)]
-    pub(crate) keys: usize,
-    /// Rounds; every implementation runs once per round, interleaved, and
-    /// the table reports medians.
-    #[arg(long, default_value_t = 5)]
-    pub(crate) rounds: usize,
-    /// ketama's scheme (pingora rows always use their own).
-    #[arg(long, default_value = "nginx")]
-    pub(crate) compat: Compat,
-    /// Print one JSON object instead of the markdown table.
-    #[arg(long)]
-    pub(crate) json: bool,
-    /// Instead: F labels (each node carries each with probability 1/2),
-    /// one ketama ring serving all 2^F label combinations against 2^F
-    /// pingora-ketama v2 rings; memory and ns per lookup.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
-    subsets: Option<u32>,
-    /// ketama's layout for --subsets.
-    #[arg(long, default_value = "compact")]
-    pub(crate) layout: Layout,
-}
+use super::{alloc, make_keys, median, per, BenchArgs};
 
 /// What is measured: one of ketama's layouts or a pingora-ketama version.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -72,8 +36,14 @@ impl Subject {
 trait Lookup {
     /// Looks a key up; returns a number that depends on the answer.
     fn one(&self, key: &[u8]) -> usize;
-    /// Looks up precomputed hashes as a batch, if the subject can.
-    fn batch(&self, _hashes: &[u32], _out: &mut Vec<Option<usize>>) -> bool {
+    /// Hashes keys into `hashes` and looks them up as a batch into `out`,
+    /// if the subject can.
+    fn batch(
+        &self,
+        _keys: &mut dyn Iterator<Item = &[u8]>,
+        _hashes: &mut Vec<u32>,
+        _out: &mut Vec<Option<usize>>,
+    ) -> bool {
         false
     }
 }
@@ -81,9 +51,16 @@ trait Lookup {
 impl Lookup for Ring {
     #[inline]
     fn one(&self, key: &[u8]) -> usize {
-        self.node_index_for_hash(Ring::hash_key(key)).unwrap_or(0)
+        self.node_index_for_hash(self.hash_key(key)).unwrap_or(0)
     }
-    fn batch(&self, hashes: &[u32], out: &mut Vec<Option<usize>>) -> bool {
+    fn batch(
+        &self,
+        keys: &mut dyn Iterator<Item = &[u8]>,
+        hashes: &mut Vec<u32>,
+        out: &mut Vec<Option<usize>>,
+    ) -> bool {
+        hashes.clear();
+        hashes.extend(keys.map(|k| self.hash_key(k)));
         self.node_indices_for_hashes(hashes, out);
         true
     }
@@ -114,7 +91,7 @@ struct Sample {
     ns_batch: Option<f64>,
 }
 
-pub(crate) struct Setup {
+struct Setup {
     names: Vec<String>,
     weight: u32,
     multiple: u32,
@@ -195,17 +172,6 @@ impl Setup {
     }
 }
 
-/// 30-byte keys, `/cdn/obj/` and 21 hex digits, back to back.
-pub(crate) fn make_keys(n: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(n * 30);
-    for i in 0..n as u64 {
-        // A multiplicative hash spreads the digits; keys stay distinct.
-        let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        out.extend_from_slice(format!("/cdn/obj/{:021x}", x as u128 & ((1 << 84) - 1)).as_bytes());
-    }
-    out
-}
-
 fn measure_lookups(r: &dyn Lookup, keys: &[u8], sample: &mut Sample) {
     let n = keys.len() / 30;
     let key = |i: usize| &keys[i * 30..i * 30 + 30];
@@ -239,9 +205,8 @@ fn measure_lookups(r: &dyn Lookup, keys: &[u8], sample: &mut Sample) {
     let mut acc = 0usize;
     let mut batched = true;
     for start in (0..n).step_by(1024) {
-        hashes.clear();
-        hashes.extend((start..n.min(start + 1024)).map(|i| Ring::hash_key(key(i))));
-        if !r.batch(&hashes, &mut out) {
+        let mut chunk = (start..n.min(start + 1024)).map(key);
+        if !r.batch(&mut chunk, &mut hashes, &mut out) {
             batched = false;
             break;
         }
@@ -260,24 +225,7 @@ fn hex16(out: &mut [u8], x: u64) {
     }
 }
 
-pub(crate) fn per(d: Duration, n: usize) -> f64 {
-    d.as_secs_f64() * 1e9 / n.max(1) as f64
-}
-
-pub(crate) fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    let m = v.len() / 2;
-    if v.len() % 2 == 1 {
-        v[m]
-    } else {
-        (v[m - 1] + v[m]) / 2.0
-    }
-}
-
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
-    if let Some(f) = args.subsets {
-        return crate::bench_subsets::run(&args, f);
-    }
+pub fn run(args: &BenchArgs) -> anyhow::Result<()> {
     if args.nodes == 0 || args.nodes > 1 << 16 {
         bail!(
             "--nodes {} is out of range: give 1 to 65536 (pingora-ketama's limit)",
@@ -291,9 +239,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
         bail!("--keys and --rounds must be at least 1");
     }
     let setup = Setup {
-        names: (0..args.nodes)
-            .map(|i| format!("10.{}.{}.{}:443", i >> 16, (i >> 8) & 255, i & 255))
-            .collect(),
+        names: ketama::synthetic::numbered(args.nodes, 443),
         weight: args.weight,
         multiple: args.point_multiple,
         compat: args.compat,

@@ -1,0 +1,129 @@
+//! `ketama analyze`: per-server and overall balance of a ring. Every number
+//! comes from `ketama::analysis`; this parses and prints.
+
+use std::io::Write as _;
+
+use clap::Args;
+use ketama::analysis;
+use serde_json::json;
+
+use crate::args::{build_ring, num, read_nodes, RingArgs, ServersPath};
+
+/// Options of `ketama analyze`.
+#[derive(Args, Debug)]
+pub struct AnalyzeArgs {
+    /// Servers file.
+    #[arg(long)]
+    servers: ServersPath,
+    #[command(flatten)]
+    ring: RingArgs,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
+    let settings = args.ring.settings();
+    let nodes = read_nodes(&args.servers)?;
+    let ring = build_ring(&args.servers, nodes.clone(), settings)?;
+    let a = analysis::analyze(&ring);
+    let memory = analysis::layout_memory(&nodes, settings.point_multiple, settings);
+    let points = ring.point_count().max(1) as f64;
+    let mut out = std::io::stdout().lock();
+    if args.json {
+        let rows: Vec<_> = a
+            .nodes
+            .iter()
+            .map(|n| {
+                let node = &ring.nodes()[n.index];
+                json!({
+                    "server": node.server(),
+                    "weight": n.weight,
+                    "down": node.is_down(),
+                    "points": n.points,
+                    "collided": n.collided,
+                    "expected_share": n.expected_share,
+                    "share": n.share,
+                    "relative_error": n.relative_error.map(num),
+                })
+            })
+            .collect();
+        let mem: serde_json::Map<String, serde_json::Value> = memory
+            .iter()
+            .map(|(l, b)| {
+                (
+                    l.name().to_string(),
+                    b.map_or(serde_json::Value::Null, |b| json!(b)),
+                )
+            })
+            .collect();
+        let v = json!({
+            "compat": ring.compat().name(),
+            "point_multiple": ring.point_multiple(),
+            "generated_points": a.generated_points,
+            "ring_points": a.points,
+            "predicted_cv": num(a.predicted_cv),
+            "measured_cv": num(a.measured_cv),
+            "max_overload": num(a.max_overload),
+            "memory_bytes": mem,
+            "nodes": rows,
+        });
+        writeln!(out, "{v}")?;
+        return Ok(());
+    }
+    let width = ring
+        .nodes()
+        .iter()
+        .map(|n| n.server().len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
+    writeln!(
+        out,
+        "{:width$}  {:>8}  {:>10}  {:>8}  {:>10}  {:>10}  {:>9}",
+        "server", "weight", "points", "collided", "expected", "share", "error"
+    )?;
+    for n in &a.nodes {
+        let node = &ring.nodes()[n.index];
+        let err = n
+            .relative_error
+            .map_or("-".to_string(), |e| format!("{:+.2}%", e * 100.0));
+        writeln!(
+            out,
+            "{:width$}  {:>8}  {:>10}  {:>8}  {:>10.6}  {:>10.6}  {:>9}{}",
+            node.server(),
+            n.weight,
+            n.points,
+            n.collided,
+            n.expected_share,
+            n.share,
+            err,
+            if node.is_down() { "  down" } else { "" }
+        )?;
+    }
+    writeln!(out)?;
+    writeln!(
+        out,
+        "scheme {}, point multiple {}: {} points generated, {} on the ring",
+        ring.compat(),
+        ring.point_multiple(),
+        a.generated_points,
+        a.points
+    )?;
+    writeln!(out, "predicted CV  {:.6}", a.predicted_cv)?;
+    writeln!(out, "measured CV   {:.6}", a.measured_cv)?;
+    writeln!(out, "max overload  {:.4}", a.max_overload)?;
+    for (l, b) in &memory {
+        match b {
+            Some(b) => writeln!(
+                out,
+                "memory {:8} {:>12} bytes  {:.2} B/point",
+                l.name(),
+                b,
+                *b as f64 / points
+            )?,
+            None => writeln!(out, "memory {:8} {:>12}", l.name(), "cannot hold this ring")?,
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,87 @@
+//! `ketama bench`: ketama against pingora-ketama, built from the same nodes
+//! in one process, runs interleaved, medians reported.
+//!
+//! - `rings`: every ketama layout against pingora-ketama v1 and v2: build
+//!   time and memory, lookups (throughput, latency, batch);
+//! - `subsets`: one ketama ring serving every label combination against a
+//!   pingora-ketama ring per combination;
+//! - `alloc`: the counting allocator both measure memory with; it counts
+//!   only while a benchmark has switched it on.
+
+pub mod alloc;
+mod rings;
+mod subsets;
+
+use std::time::Duration;
+
+use clap::Args;
+use ketama::{Compat, Layout, DEFAULT_POINT_MULTIPLE};
+
+/// Options of `ketama bench`.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Nodes on the ring (named 10.A.B.C:443).
+    #[arg(long, default_value_t = 10_000)]
+    pub(crate) nodes: u32,
+    /// Weight of every node.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) weight: u32,
+    /// Points per weight unit.
+    #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE)]
+    pub(crate) point_multiple: u32,
+    /// Lookups per measurement (30-byte keys).
+    #[arg(long, default_value_t = 1_000_000)]
+    pub(crate) keys: usize,
+    /// Rounds; every implementation runs once per round, interleaved, and
+    /// the table reports medians.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) rounds: usize,
+    /// ketama's scheme (pingora rows always use their own): nginx, pingora-v1 or pingora-v2.
+    #[arg(long, default_value = "nginx")]
+    pub(crate) compat: Compat,
+    /// Print one JSON object instead of the markdown table.
+    #[arg(long)]
+    pub(crate) json: bool,
+    /// Instead: F labels (each node carries each with probability 1/2),
+    /// one ketama ring serving all 2^F label combinations against 2^F
+    /// pingora-ketama v2 rings; memory and ns per lookup.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
+    pub(crate) subsets: Option<u32>,
+    /// ketama's layout for --subsets.
+    #[arg(long, default_value = "compact")]
+    pub(crate) layout: Layout,
+}
+
+/// Runs the benchmark the options ask for, with memory counting on.
+pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+    alloc::enable();
+    match args.subsets {
+        Some(f) => subsets::run(&args, f),
+        None => rings::run(&args),
+    }
+}
+
+/// 30-byte keys, `/cdn/obj/` and 21 hex digits, back to back.
+pub fn make_keys(n: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(n * 30);
+    for i in 0..n as u64 {
+        // A multiplicative hash spreads the digits; keys stay distinct.
+        let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        out.extend_from_slice(format!("/cdn/obj/{:021x}", x as u128 & ((1 << 84) - 1)).as_bytes());
+    }
+    out
+}
+
+pub fn per(d: Duration, n: usize) -> f64 {
+    d.as_secs_f64() * 1e9 / n.max(1) as f64
+}
+
+pub fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let m = v.len() / 2;
+    if v.len() % 2 == 1 {
+        v[m]
+    } else {
+        (v[m - 1] + v[m]) / 2.0
+    }
+}

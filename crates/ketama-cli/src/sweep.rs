@@ -1,0 +1,127 @@
+//! `ketama sweep`: predicted and measured CV over a range of points per
+//! server, as CSV and an optional SVG chart.
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context};
+use clap::Args;
+use ketama::{analysis, Compat, RingSettings};
+
+/// Options of `ketama sweep`.
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    /// Servers per ring (synthetic 10.A.B.C:PORT names, drawn from --seed).
+    #[arg(long)]
+    nodes: usize,
+    /// Smallest points per node.
+    #[arg(long)]
+    from: u32,
+    /// Largest points per node.
+    #[arg(long)]
+    to: u32,
+    /// Points-per-node values, spaced on a log scale.
+    #[arg(long, default_value_t = 10)]
+    steps: usize,
+    /// Random node sets per value.
+    #[arg(long, default_value_t = 5)]
+    trials: u32,
+    /// Seed of the first node set (trial t uses seed + t).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Hashing scheme: nginx, pingora-v1 or pingora-v2.
+    #[arg(long, default_value = "nginx")]
+    compat: Compat,
+    /// CSV output.
+    #[arg(long)]
+    out: PathBuf,
+    /// SVG chart output.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+    if args.nodes < 2 {
+        bail!(
+            "--nodes {} is too few: a sweep needs at least 2 servers",
+            args.nodes
+        );
+    }
+    if args.from == 0 || args.to < args.from {
+        bail!(
+            "--from {} --to {}: give 1 <= FROM <= TO points per node",
+            args.from,
+            args.to
+        );
+    }
+    if args.trials == 0 || args.steps == 0 {
+        bail!("--trials and --steps must be at least 1");
+    }
+    let top = args.nodes as u64 * args.to as u64;
+    if top > ketama::MAX_POINTS {
+        bail!(
+            "--nodes {} x --to {} = {top} points, over the ring limit of {}: lower --to",
+            args.nodes,
+            args.to,
+            ketama::MAX_POINTS
+        );
+    }
+    let steps = analysis::log_steps(args.from, args.to, args.steps);
+    let settings = RingSettings {
+        compat: args.compat,
+        ..RingSettings::default()
+    };
+    let started = Instant::now();
+    let total = steps.len() * args.trials as usize;
+    let mut done = 0usize;
+    let mut rows = Vec::new();
+    for &k in &steps {
+        let row = analysis::sweep_step(args.nodes, k, args.trials, args.seed, settings, || {
+            done += 1;
+            progress(started, done, total, k);
+        })?;
+        rows.push(row);
+    }
+    if started.elapsed().as_secs_f64() > 1.0 {
+        eprintln!();
+    }
+    let mut csv = String::from(
+        "points_per_node,predicted_cv,measured_cv_mean,measured_cv_sd,measured_cv_min,measured_cv_max,collisions_mean\n",
+    );
+    for r in &rows {
+        writeln!(
+            csv,
+            "{},{:.8},{:.8},{:.8},{:.8},{:.8},{:.2}",
+            r.points_per_node,
+            r.predicted_cv,
+            r.measured_cv_mean,
+            r.measured_cv_sd,
+            r.measured_cv_min,
+            r.measured_cv_max,
+            r.collisions_mean
+        )?;
+    }
+    std::fs::write(&args.out, &csv)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    if let Some(p) = &args.plot {
+        let svg = crate::plot::sweep_svg(&rows, args.nodes, args.trials, args.compat);
+        std::fs::write(p, svg).with_context(|| format!("cannot write {}", p.display()))?;
+    }
+    print!("{csv}");
+    Ok(())
+}
+
+/// A progress bar on stderr, once the run has taken more than a second.
+fn progress(started: Instant, done: usize, total: usize, k: u32) {
+    if started.elapsed().as_secs_f64() < 1.0 {
+        return;
+    }
+    let filled = done * 30 / total.max(1);
+    eprint!(
+        "\rsweep [{}{}] {done}/{total} rings, k = {k}, {:.0}s",
+        "#".repeat(filled),
+        ".".repeat(30 - filled),
+        started.elapsed().as_secs_f64()
+    );
+}

@@ -1,0 +1,53 @@
+//! ketama-router's configuration, without Pingora: the TOML model
+//! ([`model`]), its validation ([`parse`], [`load`]: every error names the
+//! file and the key), the routing plan it builds ([`Plan`]: rings, label
+//! requirements, backends in node order) and the rollout document of the
+//! admin API ([`parse_rollout`]). The router, `ketama` tools and fuzz
+//! targets share it, so a configuration is judged the same way everywhere.
+//!
+//! ```
+//! let text = r#"
+//! [admin]
+//! listen = "127.0.0.1:9901"
+//! auth = false
+//!
+//! [[backends]]
+//! address = "127.0.0.1:9001"
+//!
+//! [[backends]]
+//! address = "127.0.0.1:9002"
+//! weight = 2
+//! "#;
+//! let v = ketama_config::parse(text, "router.toml")?;
+//! let plan = ketama_config::Plan::build(&v)?;
+//! let mut route = plan.table.route(b"/a/b.jpg", None, None)?;
+//! let first = plan.table.next(&mut route).expect("two backends serve");
+//! println!("/a/b.jpg goes to {}", plan.backends[first].address);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod model;
+mod plan;
+mod position;
+mod rollout;
+mod validate;
+
+pub use model::Config;
+pub use plan::{Plan, PlannedRule};
+pub use rollout::{parse_rollout, rollout_json, RolloutError};
+pub use validate::{load, parse, KeySource, Matcher, Validated};
+
+/// A configuration error: the file, the key and what to do.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}: {key}: {message}")]
+pub struct ConfigError {
+    /// The config file.
+    pub file: String,
+    /// The key at fault, as a TOML path (`backends[2].address`).
+    pub key: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}

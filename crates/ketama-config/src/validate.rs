@@ -1,0 +1,314 @@
+//! From TOML text to a [`Validated`] configuration: every error names the
+//! file and the key, and says what to do.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::Path;
+
+use ketama::{Compat, Layout, RingSettings};
+
+use crate::model::{Config, RingSection};
+use crate::ConfigError;
+
+fn err(file: &str, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        file: file.to_string(),
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+/// How the routing key is taken from a request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum KeySource {
+    /// Path and query, as sent (nginx's `$request_uri`).
+    PathQuery,
+    /// Path only.
+    Path,
+    /// Host header then path and query.
+    HostPath,
+    /// A header's value (lowercase name).
+    Header(String),
+}
+
+/// When a label rule applies.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Matcher {
+    /// The Host header (port stripped) equals this, ignoring ASCII case.
+    Host(String),
+    /// The header (lowercase name) has exactly this value.
+    Header(String, String),
+}
+
+/// A validated configuration, ready to build a routing plan from.
+#[derive(Clone, Debug)]
+pub struct Validated {
+    /// The file it came from, as named in errors.
+    pub file: String,
+    /// The parsed file.
+    pub config: Config,
+    /// Proxy listeners.
+    pub listen: Vec<SocketAddr>,
+    /// Admin listener.
+    pub admin_listen: SocketAddr,
+    /// The bearer token; `None` when auth is disabled.
+    pub token: Option<String>,
+    /// `[ring]` parsed.
+    pub ring: RingSettings,
+    /// `[migration.ring]` parsed.
+    pub new_ring: Option<RingSettings>,
+    /// `[key]` parsed.
+    pub key: KeySource,
+    /// Each backend's address, parsed (in `backends` order).
+    pub addrs: Vec<SocketAddr>,
+    /// `[[label_rules]]` parsed, in order.
+    pub rules: Vec<(Matcher, Vec<String>)>,
+}
+
+/// Reads and validates a config file.
+pub fn load(path: &Path) -> Result<Validated, ConfigError> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| err(&file, "(file)", format!("cannot read: {e}")))?;
+    parse(&text, &file)
+}
+
+/// Parses and validates config text; `file` names it in errors.
+pub fn parse(text: &str, file: &str) -> Result<Validated, ConfigError> {
+    let config: Config = toml::from_str(text).map_err(|e| {
+        let msg = e.message().to_string();
+        let at = e
+            .span()
+            .map(|s| crate::position::key_at(text, s.start.min(text.len())))
+            .unwrap_or_else(|| "(document)".into());
+        err(file, at, msg)
+    })?;
+    validate(config, file)
+}
+
+fn ring_of(r: &RingSection, file: &str, key: &str) -> Result<RingSettings, ConfigError> {
+    let compat: Compat = r
+        .compat
+        .parse()
+        .map_err(|e: ketama::UnknownCompat| err(file, format!("{key}.compat"), e.to_string()))?;
+    let layout: Layout = r
+        .layout
+        .parse()
+        .map_err(|e: ketama::UnknownLayout| err(file, format!("{key}.layout"), e.to_string()))?;
+    if r.point_multiple == 0 {
+        return Err(err(
+            file,
+            format!("{key}.point_multiple"),
+            "must be at least 1 (nginx uses 160)",
+        ));
+    }
+    Ok(RingSettings {
+        compat,
+        layout,
+        point_multiple: r.point_multiple,
+    })
+}
+
+fn addr(s: &str, file: &str, key: &str) -> Result<SocketAddr, ConfigError> {
+    s.parse().map_err(|_| {
+        err(
+            file,
+            key,
+            format!("{s:?} is not IP:PORT (e.g. 127.0.0.1:8080 or [::1]:8080)"),
+        )
+    })
+}
+
+fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
+    let s = &config.server;
+    if s.listen.is_empty() {
+        return Err(err(
+            file,
+            "server.listen",
+            "give at least one address to listen on",
+        ));
+    }
+    let listen = s
+        .listen
+        .iter()
+        .enumerate()
+        .map(|(i, l)| addr(l, file, &format!("server.listen[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if s.threads == 0 {
+        return Err(err(file, "server.threads", "must be at least 1"));
+    }
+    if !(0.0..=1.0).contains(&s.trace_sample) {
+        return Err(err(
+            file,
+            "server.trace_sample",
+            "must be a share from 0.0 to 1.0",
+        ));
+    }
+    let admin_listen = addr(&config.admin.listen, file, "admin.listen")?;
+    if !admin_listen.ip().is_loopback() {
+        return Err(err(
+            file,
+            "admin.listen",
+            "the admin API listens on loopback only (127.0.0.1 or [::1])",
+        ));
+    }
+    let token = if !config.admin.auth {
+        None
+    } else if let Some(t) = &config.admin.token {
+        if t.is_empty() {
+            return Err(err(
+                file,
+                "admin.token",
+                "is empty: give a token, or set auth = false",
+            ));
+        }
+        Some(t.clone())
+    } else if let Some(var) = &config.admin.token_env {
+        match std::env::var(var) {
+            Ok(t) if !t.is_empty() => Some(t),
+            _ => {
+                return Err(err(
+                    file,
+                    "admin.token_env",
+                    format!(
+                        "environment variable {var} is unset or empty: set it, or give admin.token"
+                    ),
+                ))
+            }
+        }
+    } else {
+        return Err(err(
+            file,
+            "admin",
+            "no token: give admin.token or admin.token_env (or auth = false on loopback for a demo)",
+        ));
+    };
+    let ring = ring_of(&config.ring, file, "ring")?;
+    let new_ring = match &config.migration {
+        None => None,
+        Some(m) => {
+            if m.global_bp > 10_000 {
+                return Err(err(
+                    file,
+                    "migration.global_bp",
+                    "over 10000 basis points: give 0 to 10000",
+                ));
+            }
+            for (name, bp) in &m.scopes {
+                if *bp > 10_000 {
+                    return Err(err(
+                        file,
+                        format!("migration.scopes.{name}"),
+                        "over 10000 basis points",
+                    ));
+                }
+            }
+            Some(ring_of(&m.ring, file, "migration.ring")?)
+        }
+    };
+    let key = match config.key.source.as_str() {
+        "path_query" => KeySource::PathQuery,
+        "path" => KeySource::Path,
+        "host_path" => KeySource::HostPath,
+        "header" => match &config.key.header {
+            Some(h) if !h.is_empty() => KeySource::Header(h.to_ascii_lowercase()),
+            _ => {
+                return Err(err(
+                    file,
+                    "key.header",
+                    "source = \"header\" needs the header's name",
+                ))
+            }
+        },
+        other => {
+            return Err(err(
+                file,
+                "key.source",
+                format!("unknown source {other:?}: use path_query, path, host_path or header"),
+            ))
+        }
+    };
+    if config.backends.is_empty() {
+        return Err(err(
+            file,
+            "backends",
+            "no backends: add [[backends]] with an address",
+        ));
+    }
+    let mut seen: HashMap<SocketAddr, usize> = HashMap::new();
+    let mut addrs = Vec::with_capacity(config.backends.len());
+    for (i, b) in config.backends.iter().enumerate() {
+        let k = format!("backends[{i}].address");
+        let a = addr(&b.address, file, &k)?;
+        if let Some(first) = seen.insert(a, i) {
+            return Err(err(
+                file,
+                k,
+                if config.backends[first].address == b.address {
+                    format!("{} repeats backends[{first}]", b.address)
+                } else {
+                    format!(
+                        "{} repeats backends[{first}] ({}): the same socket address; keep one",
+                        b.address, config.backends[first].address
+                    )
+                },
+            ));
+        }
+        addrs.push(a);
+        if let Some(l) = b.labels.iter().find(|l| l.is_empty()) {
+            return Err(err(
+                file,
+                format!("backends[{i}].labels"),
+                format!("empty label {l:?}"),
+            ));
+        }
+    }
+    let mut rules = Vec::with_capacity(config.label_rules.len());
+    for (i, r) in config.label_rules.iter().enumerate() {
+        let k = format!("label_rules[{i}]");
+        let matcher = match (&r.host, &r.header, &r.value) {
+            (Some(h), None, None) => Matcher::Host(h.to_ascii_lowercase()),
+            (None, Some(h), Some(v)) => Matcher::Header(h.to_ascii_lowercase(), v.clone()),
+            _ => {
+                return Err(err(
+                    file,
+                    k,
+                    "give either host = \"...\" or header = \"...\" with value = \"...\"",
+                ))
+            }
+        };
+        let known = |l: &String| config.backends.iter().any(|b| b.labels.contains(l));
+        if let Some(l) = r.require.iter().find(|l| !known(l)) {
+            return Err(err(
+                file,
+                format!("{k}.require"),
+                format!("no backend carries label {l:?}"),
+            ));
+        }
+        rules.push((matcher, r.require.clone()));
+    }
+    for (key, settings) in [
+        ("ring.compat", Some(ring)),
+        ("migration.ring.compat", new_ring),
+    ] {
+        if settings.is_some_and(|s| s.compat == Compat::PingoraV1) && !rules.is_empty() {
+            return Err(err(
+                file,
+                key,
+                "label rules need the nginx or pingora-v2 scheme (pingora-v1's ties follow std's unstable sort, so no subset ring can match it): change the scheme or remove [[label_rules]]",
+            ));
+        }
+    }
+    Ok(Validated {
+        file: file.to_string(),
+        listen,
+        admin_listen,
+        token,
+        ring,
+        new_ring,
+        key,
+        addrs,
+        rules,
+        config,
+    })
+}

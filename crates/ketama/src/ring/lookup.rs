@@ -1,0 +1,278 @@
+//! Looking keys up: one key, a batch, the failover walk and its owned
+//! cursor, and the walk under a label requirement.
+
+use super::Ring;
+use crate::node::Node;
+use crate::subset::NodeSet;
+
+impl Ring {
+    /// The hash this ring's scheme gives a key (CRC-32 of its bytes for the
+    /// nginx and pingora schemes). Cost: one pass over the key.
+    #[inline]
+    pub fn hash_key(&self, key: &[u8]) -> u32 {
+        self.compat().hash_key(key)
+    }
+
+    /// The node for a key: the owner of the first point at or after the
+    /// key's hash, skipping `down` nodes. `None` when no node can serve.
+    /// Cost: one hash of the key and an `O(log P)` search (`O(1)` expected
+    /// in `Compact`).
+    #[inline]
+    pub fn node(&self, key: &[u8]) -> Option<&Node> {
+        self.node_for_hash(self.hash_key(key))
+    }
+
+    /// The node for a precomputed key hash.
+    #[inline]
+    pub fn node_for_hash(&self, hash: u32) -> Option<&Node> {
+        self.node_index_for_hash(hash).map(|i| &self.nodes()[i])
+    }
+
+    /// The index (into [`nodes`](Self::nodes)) of the node for a hash.
+    #[inline]
+    pub fn node_index_for_hash(&self, hash: u32) -> Option<usize> {
+        if self.points.len() == 0 {
+            return None;
+        }
+        let pos = self.points.search(hash);
+        let n = self.points.node(pos);
+        if !self.is_down(n) {
+            return Some(n);
+        }
+        let mut c = self.cursor_at(pos, self.live());
+        self.advance(&mut c)
+    }
+
+    /// Looks up many precomputed hashes at once: `out` is cleared and gets
+    /// one entry per hash, as [`node_index_for_hash`](Self::node_index_for_hash)
+    /// would answer. Independent keys' memory accesses overlap (groups of 16
+    /// searched in lock step), which on rings larger than the CPU caches is
+    /// several times the throughput of one lookup after another.
+    pub fn node_indices_for_hashes(&self, hashes: &[u32], out: &mut Vec<Option<usize>>) {
+        out.clear();
+        if self.points.len() == 0 {
+            out.resize(hashes.len(), None);
+            return;
+        }
+        let mut pos = [0usize; crate::layout::GROUP];
+        for qs in hashes.chunks(crate::layout::GROUP) {
+            let pos = &mut pos[..qs.len()];
+            self.points.search_batch(qs, pos);
+            out.extend(pos.iter().map(|&p| {
+                let n = self.points.node(p);
+                if self.is_down(n) {
+                    let mut c = self.cursor_at(p, self.live());
+                    self.advance(&mut c)
+                } else {
+                    Some(n)
+                }
+            }));
+        }
+    }
+
+    /// The node for each key, looked up as a batch (see
+    /// [`node_indices_for_hashes`](Self::node_indices_for_hashes)).
+    pub fn nodes_for_keys<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Option<&Node>> {
+        let hashes: Vec<u32> = keys.iter().map(|k| self.hash_key(k.as_ref())).collect();
+        let mut idx = Vec::with_capacity(keys.len());
+        self.node_indices_for_hashes(&hashes, &mut idx);
+        idx.into_iter()
+            .map(|i| i.map(|i| &self.nodes()[i]))
+            .collect()
+    }
+
+    /// Every distinct serving node once, in ring order from the key's point:
+    /// the key's node first, then where it would fail over to. `down` nodes
+    /// are skipped. Ends after the last distinct node (unlike pingora's
+    /// `node_iter`, which cycles and repeats nodes).
+    pub fn failover(&self, key: &[u8]) -> Failover<'_> {
+        self.failover_for_hash(self.hash_key(key))
+    }
+
+    /// [`failover`](Self::failover) for a precomputed hash.
+    pub fn failover_for_hash(&self, hash: u32) -> Failover<'_> {
+        Failover {
+            ring: self,
+            cursor: self.failover_cursor(hash),
+        }
+    }
+
+    /// Up to `n` distinct serving nodes for a key, in failover order.
+    pub fn replicas(&self, key: &[u8], n: usize) -> Vec<&Node> {
+        self.failover(key).take(n).collect()
+    }
+
+    /// A detached failover walk from a hash's point; see [`FailoverCursor`].
+    pub fn failover_cursor(&self, hash: u32) -> FailoverCursor {
+        let pos = if self.points.len() == 0 {
+            0
+        } else {
+            self.points.search(hash)
+        };
+        self.cursor_at(pos, self.live())
+    }
+
+    /// A walk from point `pos` that stops after `limit` distinct nodes.
+    pub(crate) fn cursor_at(&self, pos: usize, limit: usize) -> FailoverCursor {
+        FailoverCursor {
+            pos,
+            steps_left: self.points.len(),
+            yielded: 0,
+            limit,
+            seen: Seen::default(),
+        }
+    }
+
+    /// The next distinct serving node of a cursor's walk (its index), as
+    /// [`Failover::next_index`] would give. Use it only with cursors this
+    /// ring made (another ring's cursor walks this ring from an unrelated
+    /// point).
+    pub fn advance(&self, c: &mut FailoverCursor) -> Option<usize> {
+        self.advance_with(c, |_, owner| Some(owner))
+    }
+
+    /// [`advance`](Self::advance) under a label requirement: at each point
+    /// the serving node is its owner if eligible, else the first eligible
+    /// node that generated the same hash (a collided point), else none.
+    pub(crate) fn advance_required(
+        &self,
+        c: &mut FailoverCursor,
+        eligible: &NodeSet,
+    ) -> Option<usize> {
+        self.advance_with(c, |pos, owner| {
+            if eligible.contains(owner) {
+                Some(owner)
+            } else {
+                self.collisions.at(pos).and_then(|list| {
+                    list.iter()
+                        .map(|&n| n as usize)
+                        .find(|&n| eligible.contains(n))
+                })
+            }
+        })
+    }
+
+    /// The walk: `winner(pos, owner)` names the node serving point `pos`
+    /// (or none); down nodes and nodes already yielded are skipped.
+    #[inline]
+    fn advance_with(
+        &self,
+        c: &mut FailoverCursor,
+        winner: impl Fn(usize, usize) -> Option<usize>,
+    ) -> Option<usize> {
+        let points = &self.points;
+        while c.steps_left > 0 && c.yielded < c.limit {
+            let pos = c.pos;
+            c.pos += 1;
+            if c.pos == points.len() {
+                c.pos = 0;
+            }
+            c.steps_left -= 1;
+            let Some(n) = winner(pos, points.node(pos)) else {
+                continue;
+            };
+            if self.is_down(n) {
+                continue;
+            }
+            if c.seen.insert(n, self.nodes().len()) {
+                c.yielded += 1;
+                return Some(n);
+            }
+        }
+        None
+    }
+}
+
+/// Iterator over distinct serving nodes in ring order; see
+/// [`Ring::failover`]. Cost per node: the points walked to reach it; no
+/// allocation for the first 16 nodes, then a bitset of one bit per node.
+#[derive(Clone, Debug)]
+pub struct Failover<'a> {
+    ring: &'a Ring,
+    cursor: FailoverCursor,
+}
+
+impl<'a> Iterator for Failover<'a> {
+    type Item = &'a Node;
+
+    fn next(&mut self) -> Option<&'a Node> {
+        self.next_index().map(|i| &self.ring.nodes()[i])
+    }
+}
+
+impl Failover<'_> {
+    /// The next node's index into [`Ring::nodes`] instead of the node.
+    pub fn next_index(&mut self) -> Option<usize> {
+        self.ring.advance(&mut self.cursor)
+    }
+}
+
+/// A failover walk's position, owned and detached from the ring: for
+/// callers that cannot hold a [`Failover`] (which borrows the ring), such
+/// as an iterator that owns an `Arc<Ring>`, or a request that keeps its
+/// walk across retries. Advance it with [`Ring::advance`] on the ring that
+/// made it.
+///
+/// Cost: 112 bytes inline; it allocates only once a walk has yielded more
+/// than 16 distinct nodes (then one bit per node).
+#[derive(Clone, Debug)]
+pub struct FailoverCursor {
+    pos: usize,
+    steps_left: usize,
+    yielded: usize,
+    /// The most distinct nodes the walk can yield: it stops there instead
+    /// of walking the rest of the ring for nothing.
+    limit: usize,
+    seen: Seen,
+}
+
+const INLINE_SEEN: usize = 16;
+
+/// The set of nodes a walk has yielded: inline for the first few, then a
+/// bitset.
+#[derive(Clone, Debug, Default)]
+enum Seen {
+    #[default]
+    Empty,
+    Inline(u8, [u32; INLINE_SEEN]),
+    Bits(Vec<u64>),
+}
+
+impl Seen {
+    /// Inserts `n`; returns whether it was new.
+    #[inline]
+    fn insert(&mut self, n: usize, universe: usize) -> bool {
+        match self {
+            Seen::Empty => {
+                let mut a = [0; INLINE_SEEN];
+                a[0] = n as u32;
+                *self = Seen::Inline(1, a);
+                true
+            }
+            Seen::Inline(len, a) => {
+                let len_us = *len as usize;
+                if a[..len_us].contains(&(n as u32)) {
+                    return false;
+                }
+                if len_us < INLINE_SEEN {
+                    a[len_us] = n as u32;
+                    *len += 1;
+                    return true;
+                }
+                let mut bits = vec![0u64; universe.div_ceil(64)];
+                for &m in a.iter() {
+                    bits[m as usize / 64] |= 1 << (m % 64);
+                }
+                bits[n / 64] |= 1 << (n % 64);
+                *self = Seen::Bits(bits);
+                true
+            }
+            Seen::Bits(bits) => {
+                let (w, b) = (n / 64, 1u64 << (n % 64));
+                let new = bits[w] & b == 0;
+                bits[w] |= b;
+                new
+            }
+        }
+    }
+}

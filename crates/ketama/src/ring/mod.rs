@@ -1,0 +1,231 @@
+//! A built ring: its nodes, its points in a layout, and what lookups need
+//! beside them (down nodes, collided points, labels).
+//!
+//! - `build`: [`RingBuilder`], validation and point generation;
+//! - `lookup`: lookups, batches, failover walks and their cursors, the
+//!   label-requirement walk.
+
+mod build;
+mod lookup;
+
+pub use build::{RingBuilder, MAX_POINTS};
+pub use lookup::{Failover, FailoverCursor};
+
+use crate::layout::Points;
+use crate::node::Node;
+use crate::settings::RingSettings;
+use crate::sort::{self, Collisions};
+use crate::subset::Labels;
+use crate::{Compat, Layout};
+
+/// A built consistent-hash ring: nodes in configuration order and their
+/// sorted points in a [`Layout`].
+///
+/// Immutable once built; share it behind an `Arc` (or `ArcSwap`) between
+/// threads. Cost: the layout's bytes per point, plus per node its server
+/// string, its labels and 40 bytes (the [`Node`] itself), plus 8 bytes per
+/// node when any node carries labels and one bit per node when any is
+/// down, plus 12 bytes per collided point (a few hundred bytes at CDN
+/// sizes, see [`crate::subset`]).
+#[derive(Clone, Debug)]
+pub struct Ring {
+    nodes: Box<[Node]>,
+    pub(crate) points: Points,
+    settings: RingSettings,
+    generated: u64,
+    /// Nodes that own at least one point and are not down: a failover walk
+    /// stops once it has yielded this many.
+    live: usize,
+    /// One bit per node, set if down; empty when no node is down, so that
+    /// the common lookup checks one cached bool instead of loading the node.
+    down: Box<[u64]>,
+    /// Every node of every collided point, for exact subset lookups.
+    pub(crate) collisions: Collisions,
+    /// Label names and each node's label bits.
+    pub(crate) labels: Labels,
+}
+
+impl Ring {
+    /// Builds a ring with the defaults (`Nginx`, `Wide`, 160 points per
+    /// weight unit). See [`RingBuilder`] for the others.
+    pub fn new(nodes: Vec<Node>) -> crate::Result<Ring> {
+        RingBuilder::new().build(nodes)
+    }
+
+    /// `sorted`: the points as `sort::pack`ed, before they go into a layout
+    /// (reading them there can cost more, as in `Compact`).
+    fn assemble(
+        nodes: Vec<Node>,
+        sorted: Vec<u64>,
+        settings: RingSettings,
+        generated: u64,
+        collisions: Collisions,
+        labels: Labels,
+    ) -> Ring {
+        let mut owns = vec![false; nodes.len()];
+        for &p in &sorted {
+            owns[sort::node_of(p) as usize] = true;
+        }
+        let points = Points::new(settings.layout, sorted, nodes.len());
+        let live = nodes
+            .iter()
+            .zip(&owns)
+            .filter(|(n, &o)| o && !n.is_down())
+            .count();
+        let mut down: Box<[u64]> = Box::new([]);
+        if nodes.iter().any(|n| n.is_down()) {
+            let mut bits = vec![0u64; nodes.len().div_ceil(64)];
+            for (i, n) in nodes.iter().enumerate() {
+                if n.is_down() {
+                    bits[i / 64] |= 1 << (i % 64);
+                }
+            }
+            down = bits.into_boxed_slice();
+        }
+        Ring {
+            nodes: nodes.into_boxed_slice(),
+            points,
+            settings,
+            generated,
+            live,
+            down,
+            collisions,
+            labels,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn is_down(&self, n: usize) -> bool {
+        !self.down.is_empty() && self.down[n / 64] & (1 << (n % 64)) != 0
+    }
+
+    /// How many distinct nodes serve (own a point and are not down).
+    pub(crate) fn live(&self) -> usize {
+        self.live
+    }
+
+    /// The nodes in configuration order; lookups return references into it.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The settings the ring was built with.
+    pub fn settings(&self) -> RingSettings {
+        self.settings
+    }
+
+    /// The scheme the ring was built with.
+    pub fn compat(&self) -> Compat {
+        self.settings.compat
+    }
+
+    /// The storage layout.
+    pub fn layout(&self) -> Layout {
+        self.settings.layout
+    }
+
+    /// Points per weight unit.
+    pub fn point_multiple(&self) -> u32 {
+        self.settings.point_multiple
+    }
+
+    /// Points on the ring after collisions were resolved.
+    pub fn point_count(&self) -> usize {
+        self.points.len()
+    }
+
+    /// Points generated before collisions were resolved (sum of weight x
+    /// point multiple).
+    pub fn generated_points(&self) -> u64 {
+        self.generated
+    }
+
+    /// Heap bytes held by the points (not the node table).
+    pub fn points_heap_bytes(&self) -> usize {
+        self.points.heap_bytes()
+    }
+
+    /// The hash and owning node index of point `i` in ring order, or `None`
+    /// past the end. `O(1)` (`O(log B)` in `Compact`).
+    pub fn point(&self, i: usize) -> Option<(u32, usize)> {
+        (i < self.points.len()).then(|| (self.points.hash(i), self.points.node(i)))
+    }
+
+    /// Every point as (hash, owning node index) in ring order, sequentially
+    /// in every layout: `O(P)` for the whole walk.
+    pub fn points(&self) -> impl Iterator<Item = (u32, usize)> + '_ {
+        self.points.iter()
+    }
+
+    /// Whether node `i` is marked down (`false` past the end).
+    pub fn node_is_down(&self, i: usize) -> bool {
+        i < self.nodes.len() && self.is_down(i)
+    }
+
+    /// The label names of the ring, in bit order.
+    pub fn label_names(&self) -> impl Iterator<Item = &str> {
+        self.labels.names()
+    }
+
+    /// Heap bytes of the subset machinery: label masks and collision lists.
+    pub fn subset_heap_bytes(&self) -> usize {
+        self.labels.heap_bytes() + self.collisions.heap_bytes()
+    }
+
+    /// Checks the ring's invariants; see [`crate::testing::check_invariants`].
+    pub(crate) fn check(&self) -> Result<(), crate::testing::Violation> {
+        use crate::testing::Violation;
+        let n = self.points.len();
+        if n as u64 > self.generated {
+            return Err(Violation(format!(
+                "{n} points but only {} generated",
+                self.generated
+            )));
+        }
+        let mut owns = vec![0u64; self.nodes.len()];
+        for (i, (h, node)) in self.points.iter().enumerate() {
+            if i > 0 && self.points.hash(i - 1) >= h {
+                return Err(Violation(format!(
+                    "point {i}: hash {h:#x} not above the previous"
+                )));
+            }
+            if (self.points.hash(i), self.points.node(i)) != (h, node) {
+                return Err(Violation(format!(
+                    "point {i}: random access disagrees with the sequential walk"
+                )));
+            }
+            let Some(nd) = self.nodes.get(node) else {
+                return Err(Violation(format!("point {i}: owner {node} out of range")));
+            };
+            if nd.weight() == 0 {
+                return Err(Violation(format!(
+                    "point {i}: owner {} has weight 0",
+                    nd.server()
+                )));
+            }
+            owns[node] += 1;
+        }
+        for (node, &count) in self.nodes.iter().zip(&owns) {
+            let max = node.weight() as u64 * self.settings.point_multiple as u64;
+            if count > max {
+                return Err(Violation(format!(
+                    "{} owns {count} points, more than {max}",
+                    node.server()
+                )));
+            }
+        }
+        let live = self
+            .nodes
+            .iter()
+            .zip(&owns)
+            .filter(|(nd, &c)| c > 0 && !nd.is_down())
+            .count();
+        if live != self.live {
+            return Err(Violation(format!(
+                "live count {} but {live} nodes serve",
+                self.live
+            )));
+        }
+        Ok(())
+    }
+}
