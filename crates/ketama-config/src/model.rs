@@ -1,5 +1,5 @@
 //! The configuration's shape: one struct per TOML section, with defaults.
-//! Deserialising checks types and unknown keys; [`crate::validate`] checks
+//! Deserialising checks types and unknown keys; [`crate::parse`] checks
 //! the rest.
 
 use std::collections::HashMap;
