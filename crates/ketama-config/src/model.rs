@@ -55,6 +55,42 @@ pub struct ServerSection {
     pub work_stealing: bool,
     /// Largest request head (URI and headers) proxied; larger gets 431.
     pub max_header_bytes: usize,
+    /// Deadline for a client's whole request head, from the connection's
+    /// accept (or a kept-alive request's first byte): a head trickled a byte
+    /// at a time is closed (with a best-effort 408). nginx's
+    /// `client_header_timeout`.
+    pub client_header_timeout_ms: u64,
+    /// How long an idle kept-alive client connection waits for its next
+    /// request. nginx's `keepalive_timeout`.
+    pub keepalive_timeout_ms: u64,
+    /// The longest wait between two reads of a request body. nginx's
+    /// `client_body_timeout`.
+    pub client_body_timeout_ms: u64,
+    /// Client connections open at once; past it new ones are closed at
+    /// accept. `None`: derived from the file limit, leaving a reserve for
+    /// upstream connections, health checks and the admin API.
+    pub max_connections: Option<usize>,
+    /// Connect timeout to a backend; a timeout fails over like a refused
+    /// connect. Overridable per backend.
+    pub connect_timeout_ms: u64,
+    /// Longest wait for a backend's response bytes. Overridable per backend.
+    pub read_timeout_ms: u64,
+    /// Longest wait to write to a backend. Overridable per backend.
+    pub write_timeout_ms: u64,
+    /// Failed attempts (connect errors, timeouts) within `fail_timeout_ms`
+    /// that take a backend out of rotation for `fail_timeout_ms`, without
+    /// waiting for the active checks; 0 turns this off. nginx's
+    /// `max_fails`. Overridable per backend.
+    pub max_fails: u32,
+    /// nginx's `fail_timeout`. Overridable per backend.
+    pub fail_timeout_ms: u64,
+    /// Add `X-Forwarded-For` (appended) and `X-Forwarded-Proto` to
+    /// proxied requests.
+    pub forwarded_headers: bool,
+    /// The Unix socket a graceful upgrade hands the listeners over
+    /// (`ketama-router --upgrade`). `None`: beside the system's temporary
+    /// directory, named after the first listen address.
+    pub upgrade_sock: Option<String>,
 }
 
 impl Default for ServerSection {
@@ -71,6 +107,17 @@ impl Default for ServerSection {
             // more requests per second here (scripts/loadbench.sh).
             work_stealing: false,
             max_header_bytes: 32 * 1024,
+            client_header_timeout_ms: 60_000,
+            keepalive_timeout_ms: 75_000,
+            client_body_timeout_ms: 60_000,
+            max_connections: None,
+            connect_timeout_ms: 1_000,
+            read_timeout_ms: 60_000,
+            write_timeout_ms: 60_000,
+            max_fails: 1,
+            fail_timeout_ms: 10_000,
+            forwarded_headers: true,
+            upgrade_sock: None,
         }
     }
 }
@@ -150,6 +197,16 @@ pub struct BackendSection {
     /// Administratively down.
     #[serde(default)]
     pub down: bool,
+    /// This backend's connect timeout (default: `server.connect_timeout_ms`).
+    pub connect_timeout_ms: Option<u64>,
+    /// This backend's read timeout (default: `server.read_timeout_ms`).
+    pub read_timeout_ms: Option<u64>,
+    /// This backend's write timeout (default: `server.write_timeout_ms`).
+    pub write_timeout_ms: Option<u64>,
+    /// This backend's `max_fails` (default: `server.max_fails`).
+    pub max_fails: Option<u32>,
+    /// This backend's `fail_timeout_ms` (default: `server.fail_timeout_ms`).
+    pub fail_timeout_ms: Option<u64>,
 }
 
 fn one() -> u32 {

@@ -63,6 +63,9 @@ pub struct Validated {
     pub addrs: Vec<SocketAddr>,
     /// `[[label_rules]]` parsed, in order.
     pub rules: Vec<(Matcher, Vec<String>)>,
+    /// What is allowed but probably not meant (each names the file and
+    /// key); the router logs them and `--check` prints them.
+    pub warnings: Vec<String>,
 }
 
 /// Reads and validates a config file.
@@ -137,6 +140,36 @@ fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
     if s.threads == 0 {
         return Err(err(file, "server.threads", "must be at least 1"));
     }
+    for (key, ms) in [
+        (
+            "server.client_header_timeout_ms",
+            s.client_header_timeout_ms,
+        ),
+        ("server.keepalive_timeout_ms", s.keepalive_timeout_ms),
+        ("server.client_body_timeout_ms", s.client_body_timeout_ms),
+        ("server.connect_timeout_ms", s.connect_timeout_ms),
+        ("server.read_timeout_ms", s.read_timeout_ms),
+        ("server.write_timeout_ms", s.write_timeout_ms),
+        ("server.fail_timeout_ms", s.fail_timeout_ms),
+    ] {
+        if ms == 0 {
+            return Err(err(file, key, "must be at least 1 (milliseconds)"));
+        }
+    }
+    if !(1024..=1 << 20).contains(&s.max_header_bytes) {
+        return Err(err(
+            file,
+            "server.max_header_bytes",
+            "must be from 1024 to 1048576 (1 MiB, Pingora's own cap on a request head)",
+        ));
+    }
+    if s.max_connections == Some(0) {
+        return Err(err(
+            file,
+            "server.max_connections",
+            "must be at least 1 (leave it out to derive it from the file limit)",
+        ));
+    }
     if !(0.0..=1.0).contains(&s.trace_sample) {
         return Err(err(
             file,
@@ -150,6 +183,30 @@ fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
             file,
             "admin.listen",
             "the admin API listens on loopback only (127.0.0.1 or [::1])",
+        ));
+    }
+    for (i, l) in listen.iter().enumerate() {
+        let clash = l.port() == admin_listen.port()
+            && (l.ip() == admin_listen.ip() || l.ip().is_unspecified());
+        if clash {
+            return Err(err(
+                file,
+                "admin.listen",
+                format!("{admin_listen} is also server.listen[{i}] ({l}): the proxy and the admin API need different addresses"),
+            ));
+        }
+        if let Some(j) = listen[..i].iter().position(|m| m == l) {
+            return Err(err(
+                file,
+                format!("server.listen[{i}]"),
+                format!("{l} repeats server.listen[{j}]"),
+            ));
+        }
+    }
+    let mut warnings = Vec::new();
+    if !config.admin.auth && (config.admin.token.is_some() || config.admin.token_env.is_some()) {
+        warnings.push(format!(
+            "{file}: admin: auth = false, so admin.token/admin.token_env is ignored: the admin API takes requests without a token"
         ));
     }
     let token = if !config.admin.auth {
@@ -240,6 +297,20 @@ fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
     for (i, b) in config.backends.iter().enumerate() {
         let k = format!("backends[{i}].address");
         let a = addr(&b.address, file, &k)?;
+        for (key, ms) in [
+            ("connect_timeout_ms", b.connect_timeout_ms),
+            ("read_timeout_ms", b.read_timeout_ms),
+            ("write_timeout_ms", b.write_timeout_ms),
+            ("fail_timeout_ms", b.fail_timeout_ms),
+        ] {
+            if ms == Some(0) {
+                return Err(err(
+                    file,
+                    format!("backends[{i}].{key}"),
+                    "must be at least 1 (milliseconds)",
+                ));
+            }
+        }
         if let Some(first) = seen.insert(a, i) {
             return Err(err(
                 file,
@@ -309,6 +380,7 @@ fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
         key,
         addrs,
         rules,
+        warnings,
         config,
     })
 }

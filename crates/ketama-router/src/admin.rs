@@ -2,10 +2,10 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /status` | JSON: backends (server, weight, labels, down, healthy), rings (compat, layout, point multiple, points, bytes), rollout, lookups, reloads |
+//! | `GET /status` | JSON: backends (server, weight, labels, down, healthy), rings (compat, layout, point multiple, points, bytes), rollout, lookups, reloads, settings that need a restart, pid |
 //! | `GET /metrics` | Prometheus text |
 //! | `PUT /rollout` | body `{"global_bp": N, "scopes": {"NAME": N}}`: the migration's new rollout, at once, no reload |
-//! | `POST /reload` | re-reads the config; 200, or 400 with the error while the running config keeps serving |
+//! | `POST /reload` | re-reads the config; 200 `{"reloaded": true, "restart_needed": [keys]}`, or 400 with the error while the running config keeps serving |
 //!
 //! Every request needs `Authorization: Bearer TOKEN` (401 otherwise)
 //! unless the config disabled auth.
@@ -18,6 +18,7 @@ use ketama_config::parse_rollout;
 use pingora::apps::http_app::ServeHttp;
 use pingora::protocols::http::ServerSession;
 use serde_json::{json, Value};
+use subtle::ConstantTimeEq;
 
 use crate::app::App;
 
@@ -97,6 +98,8 @@ pub fn status(app: &App) -> Value {
         "lookups_only": m.lookups(Version::Only),
         "build_ms": plan.build_ms,
         "reloads": {"ok": ok, "rejected": rejected},
+        "restart_needed": app.restart_needed(),
+        "pid": std::process::id(),
     })
 }
 
@@ -105,11 +108,12 @@ impl ServeHttp for Admin {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
         let state = self.app.state();
         if let Some(token) = &state.validated.token {
+            // Constant time: how long the comparison takes says nothing
+            // about how much of a guess was right.
             let ok = session
                 .get_header("authorization")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.strip_prefix("Bearer "))
-                .is_some_and(|t| t == token);
+                .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+                .is_some_and(|t| bool::from(t.ct_eq(token.as_bytes())));
             if !ok {
                 return json_response(
                     401,
@@ -160,7 +164,9 @@ impl ServeHttp for Admin {
                 }
             }
             ("POST", "/reload") => match self.app.reload() {
-                Ok(()) => json_response(200, json!({"reloaded": true})),
+                Ok(restart) => {
+                    json_response(200, json!({"reloaded": true, "restart_needed": restart}))
+                }
                 Err(e) => json_response(400, json!({"reloaded": false, "error": format!("{e:#}")})),
             },
             (_, "/status" | "/metrics" | "/rollout" | "/reload") => json_response(

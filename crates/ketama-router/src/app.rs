@@ -1,7 +1,7 @@
 //! The router's shared root: the current routing state (swapped whole on
 //! reload) and what survives reloads (health, counters).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arc_swap::ArcSwap;
 use ketama_config::{ConfigError, Validated};
@@ -22,6 +22,33 @@ pub struct App {
     pub config_path: Option<std::path::PathBuf>,
     /// The demo's config text, for reloads without a file.
     pub config_text: Option<String>,
+    /// The settings the process started with that only a restart can
+    /// change, by key.
+    fixed: Vec<(&'static str, String)>,
+    /// The keys whose running value differs from the config's, since the
+    /// last reload.
+    restart_needed: Mutex<Vec<&'static str>>,
+}
+
+/// The settings a reload cannot change (the listeners and runtimes are
+/// built once), as (key, value) pairs to compare.
+pub fn fixed_settings(v: &Validated) -> Vec<(&'static str, String)> {
+    let s = &v.config.server;
+    vec![
+        ("server.listen", format!("{:?}", v.listen)),
+        ("server.threads", s.threads.to_string()),
+        ("server.work_stealing", s.work_stealing.to_string()),
+        (
+            "server.upstream_keepalive_pool_size",
+            s.upstream_keepalive_pool_size.to_string(),
+        ),
+        (
+            "server.grace_period_seconds",
+            s.grace_period_seconds.to_string(),
+        ),
+        ("server.upgrade_sock", format!("{:?}", s.upgrade_sock)),
+        ("admin.listen", v.admin_listen.to_string()),
+    ]
 }
 
 impl App {
@@ -32,6 +59,7 @@ impl App {
         config_text: Option<String>,
     ) -> Result<Self, ConfigError> {
         let (health, metrics) = (HealthRegistry::default(), Metrics::default());
+        let fixed = fixed_settings(&v);
         let state = RoutingState::build(v, &health, &metrics)?;
         Ok(App {
             state: ArcSwap::from_pointee(state),
@@ -39,7 +67,33 @@ impl App {
             metrics,
             config_path,
             config_text,
+            fixed,
+            restart_needed: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Compares a config's restart-only settings with the running ones;
+    /// remembers and returns the keys that differ.
+    pub fn note_restart_needed(&self, v: &Validated) -> Vec<&'static str> {
+        let keys: Vec<&'static str> = fixed_settings(v)
+            .into_iter()
+            .zip(&self.fixed)
+            .filter(|(new, old)| new.1 != old.1)
+            .map(|(new, _)| new.0)
+            .collect();
+        *self
+            .restart_needed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = keys.clone();
+        keys
+    }
+
+    /// The keys that changed in the config but need a restart to apply.
+    pub fn restart_needed(&self) -> Vec<&'static str> {
+        self.restart_needed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The current routing state (a reference count; no lock).

@@ -11,6 +11,19 @@ pub fn start_origins(n: usize) -> std::io::Result<Vec<SocketAddr>> {
         .collect()
 }
 
+/// The address to use: `given`, else `default` when it can be bound now,
+/// else a free loopback port the system picks.
+pub fn pick(given: Option<SocketAddr>, default: &str) -> std::io::Result<SocketAddr> {
+    if let Some(a) = given {
+        return Ok(a);
+    }
+    let default: SocketAddr = default.parse().expect("a valid default address");
+    if std::net::TcpListener::bind(default).is_ok() {
+        return Ok(default);
+    }
+    std::net::TcpListener::bind((default.ip(), 0))?.local_addr()
+}
+
 /// The demo's config for these origins: auth disabled (loopback only), a
 /// migration from 160 to 40 points per weight unit at 25%.
 pub fn config(origins: &[SocketAddr], listen: &str, admin: &str) -> String {

@@ -1,12 +1,17 @@
-//! Backend health: active HTTP checks as a Pingora background service, each
+//! Backend health: active HTTP checks as a Pingora background service,
+//! passive failure counting as nginx's `max_fails`/`fail_timeout`, each
 //! backend's state kept by server string across reloads. An unhealthy
 //! backend is skipped by lookups; the ring is not rebuilt, so the keys of
 //! healthy backends never move.
+//!
+//! Failures of one backend are logged the first time, then at most once
+//! per [`LOG_EVERY`] with the count of those not logged, so a backend down
+//! under load writes a few lines instead of one per request.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use pingora::server::ShutdownWatch;
@@ -16,12 +21,31 @@ use tokio::net::TcpStream;
 
 use crate::app::App;
 
+/// How often repeated failures of one backend are logged.
+pub const LOG_EVERY: Duration = Duration::from_secs(10);
+
+/// Milliseconds since the process's first call: a monotonic clock in an
+/// atomic.
+pub fn now_ms() -> u64 {
+    static START: OnceLock<Instant> = OnceLock::new();
+    START.get_or_init(Instant::now).elapsed().as_millis() as u64 + 1
+}
+
 /// A backend's health.
 #[derive(Debug)]
 pub struct Health {
     healthy: AtomicBool,
     successes: AtomicU32,
     failures: AtomicU32,
+    /// Passive: failed attempts in the current window, its start, and the
+    /// time until which the backend is out of rotation.
+    passive_fails: AtomicU32,
+    window_start: AtomicU64,
+    out_until: AtomicU64,
+    /// Failure logging: when the last line was written and how many
+    /// failures went unlogged since.
+    logged_at: AtomicU64,
+    unlogged: AtomicU64,
 }
 
 impl Default for Health {
@@ -30,14 +54,80 @@ impl Default for Health {
             healthy: AtomicBool::new(true),
             successes: AtomicU32::new(0),
             failures: AtomicU32::new(0),
+            passive_fails: AtomicU32::new(0),
+            window_start: AtomicU64::new(0),
+            out_until: AtomicU64::new(0),
+            logged_at: AtomicU64::new(0),
+            unlogged: AtomicU64::new(0),
         }
     }
 }
 
 impl Health {
-    /// Whether the backend takes traffic.
+    /// Whether the backend takes traffic: its active checks pass and no
+    /// recent failures took it out of rotation.
+    #[inline]
     pub fn is_healthy(&self) -> bool {
+        self.healthy.load(Relaxed) && {
+            let until = self.out_until.load(Relaxed);
+            until == 0 || now_ms() >= until
+        }
+    }
+
+    /// Whether the active checks pass (whatever the passive state).
+    pub fn checks_pass(&self) -> bool {
         self.healthy.load(Relaxed)
+    }
+
+    /// Records a failed attempt (connect error, timeout) as nginx does: the
+    /// `max_fails`-th failure within `fail_timeout` of the first takes the
+    /// backend out of rotation for `fail_timeout`. `max_fails` 0 turns it
+    /// off. Returns whether this failure took it out.
+    pub fn record_failure(&self, max_fails: u32, fail_timeout: Duration) -> bool {
+        if max_fails == 0 {
+            return false;
+        }
+        let now = now_ms();
+        let window = fail_timeout.as_millis() as u64;
+        let start = self.window_start.load(Relaxed);
+        if start == 0 || now.saturating_sub(start) >= window {
+            self.window_start.store(now, Relaxed);
+            self.passive_fails.store(0, Relaxed);
+        }
+        let fails = self.passive_fails.fetch_add(1, Relaxed) + 1;
+        if fails >= max_fails {
+            self.out_until.store(now + window, Relaxed);
+            self.passive_fails.store(0, Relaxed);
+            self.window_start.store(0, Relaxed);
+            return true;
+        }
+        false
+    }
+
+    /// Records an answered request: the failure count starts over.
+    #[inline]
+    pub fn record_success(&self) {
+        if self.passive_fails.load(Relaxed) != 0 {
+            self.passive_fails.store(0, Relaxed);
+        }
+    }
+
+    /// Whether a failure should be logged now, and how many were not
+    /// logged before it: the first failure, then one per [`LOG_EVERY`].
+    pub fn should_log(&self) -> Option<u64> {
+        let now = now_ms();
+        let last = self.logged_at.load(Relaxed);
+        let due = last == 0 || now.saturating_sub(last) >= LOG_EVERY.as_millis() as u64;
+        if due
+            && self
+                .logged_at
+                .compare_exchange(last, now, Relaxed, Relaxed)
+                .is_ok()
+        {
+            return Some(self.unlogged.swap(0, Relaxed));
+        }
+        self.unlogged.fetch_add(1, Relaxed);
+        None
     }
 
     /// Records a check; flips after `up` successes or `down` failures in a

@@ -12,6 +12,9 @@
 //! - [`health`] (active checks), [`reload`] (SIGHUP and `POST /reload`),
 //!   [`admin`] (the admin API), [`metrics`] (counters and their
 //!   exposition);
+//! - [`framing`] (request framing as strict as nginx), [`conn`] (client
+//!   connection limit and head/idle deadlines), [`signals`] (handlers
+//!   from the first instruction);
 //! - [`server`]: the Pingora server assembled from all of them;
 //!   [`demo`] and [`origin`]: the built-in demo and its loopback origins.
 //!
@@ -19,9 +22,11 @@
 //! `ketama-pingora` instead.
 //!
 //! ```no_run
+//! let early = ketama_router::signals::Early::install()?;
 //! let v = ketama_config::load("router.toml".as_ref())?;
-//! let (server, _app) = ketama_router::server::build(v, Some("router.toml".into()), None)?;
-//! server.run_forever();
+//! let start = ketama_router::server::Start { upgrade: false, early: early.clone() };
+//! let (server, _app) = ketama_router::server::build(v, Some("router.toml".into()), None, start)?;
+//! ketama_router::server::run(server, early);
 //! # #[allow(unreachable_code)]
 //! # Ok::<(), anyhow::Error>(())
 //! ```
@@ -30,11 +35,14 @@
 
 pub mod admin;
 pub mod app;
+pub mod conn;
 pub mod demo;
+pub mod framing;
 pub mod health;
 pub mod metrics;
 pub mod origin;
 pub mod proxy;
 pub mod reload;
 pub mod server;
+pub mod signals;
 pub mod state;

@@ -1,10 +1,24 @@
 //! `ketama-router`: with no arguments, a demo on loopback; with `--config
-//! FILE`, a real configuration.
+//! FILE`, a real configuration. Errors become the exit code here, in one
+//! place.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use anyhow::Context;
+
+// The allocator is chosen by measurement (README, "Allocator"): jemalloc
+// returns a connection flood's memory to the system within seconds (its
+// background thread purges), where glibc's and mimalloc's keep it.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::Parser;
+use ketama_router::signals::Early;
 
 /// A backend router on Pingora with ketama consistent hashing.
 #[derive(Parser, Debug)]
@@ -13,20 +27,65 @@ struct Args {
     /// The TOML config; without it, a demo starts origins on loopback.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Check the config and exit.
+    /// Check the config as a start would (rings included) and exit; works
+    /// offline.
     #[arg(long, requires = "config")]
     check: bool,
+    /// Take the listening sockets over from a running router (graceful
+    /// upgrade): start this, then send the old process SIGQUIT.
+    #[arg(long, conflicts_with = "check")]
+    upgrade: bool,
+    /// The demo's proxy address (default 127.0.0.1:8080 when free, else a
+    /// free port).
+    #[arg(long, conflicts_with = "config")]
+    listen: Option<std::net::SocketAddr>,
+    /// The demo's admin address (default 127.0.0.1:9901 when free, else a
+    /// free port).
+    #[arg(long, conflicts_with = "config")]
+    admin: Option<std::net::SocketAddr>,
 }
 
 fn main() -> ExitCode {
+    // Before anything slow: a signal during start-up must not kill the
+    // process by its default action.
+    let early = match Early::install() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("ketama-router: error: cannot install signal handlers: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    // Pingora panics in its listener thread when an address cannot be
+    // bound; the process must then end with a clear message, not linger.
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.contains("Failed to build listeners") {
+            eprintln!(
+                "ketama-router: error: cannot listen: {msg}: free the address or change the config"
+            );
+            std::process::exit(1);
+        }
+        default_hook(info);
+    }));
+    // Pingora logs every failed or retried request itself; the router logs
+    // failures per backend, rate-limited, instead. RUST_LOG can still turn
+    // Pingora's on by naming pingora_proxy.
+    let mut filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
+    if !filter.contains("pingora_proxy") {
+        filter.push_str(",pingora_proxy=off");
+    }
     tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
-        )
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match run(Args::parse()) {
+    match run(Args::parse(), early) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("ketama-router: error: {e:#}");
@@ -35,29 +94,62 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(args: Args) -> anyhow::Result<()> {
+fn run(args: Args, early: Early) -> anyhow::Result<()> {
     let (validated, path, text) = match &args.config {
-        Some(p) => (ketama_config::load(p)?, Some(p.clone()), None),
+        Some(p) => {
+            let v = ketama_config::load(p)?;
+            if args.check {
+                for w in &v.warnings {
+                    eprintln!("ketama-router: warning: {w}");
+                }
+                let plan = ketama_config::Plan::build(&v)?;
+                let rings: Vec<String> = plan
+                    .table
+                    .versions()
+                    .iter()
+                    .map(|&ver| {
+                        let r = plan.table.ring(ver);
+                        format!(
+                            "{ver}: {} points, {} bytes",
+                            r.point_count(),
+                            r.points_heap_bytes()
+                        )
+                    })
+                    .collect();
+                println!(
+                    "config OK: {} backends, {} label rules, rings built ({}); checked offline, nothing contacted",
+                    plan.backends.len(),
+                    plan.rules.len(),
+                    rings.join("; ")
+                );
+                return Ok(());
+            }
+            (v, Some(p.clone()), None)
+        }
         None => {
-            let origins = ketama_router::demo::start_origins(4)?;
-            let text = ketama_router::demo::config(&origins, "127.0.0.1:8080", "127.0.0.1:9901");
+            let listen = ketama_router::demo::pick(args.listen, "127.0.0.1:8080")?;
+            let admin = ketama_router::demo::pick(args.admin, "127.0.0.1:9901")?;
+            let origins =
+                ketama_router::demo::start_origins(4).context("cannot start the demo's origins")?;
+            let text =
+                ketama_router::demo::config(&origins, &listen.to_string(), &admin.to_string());
             let v = ketama_config::parse(&text, "(built-in demo config)")?;
             println!("ketama-router demo: 4 origins on {origins:?}");
-            println!("  curl -i http://127.0.0.1:8080/some/path            # x-ketama-backend says where it went");
+            println!("  curl -i http://{listen}/some/path            # x-ketama-backend says where it went");
+            println!("  curl -i -H 'x-region: eu' http://{listen}/a   # only backends labelled eu");
             println!(
-                "  curl -i -H 'x-region: eu' http://127.0.0.1:8080/a   # only backends labelled eu"
+                "  curl http://{admin}/status                   # admin API (auth off in the demo)"
             );
-            println!("  curl http://127.0.0.1:9901/status                   # admin API (auth off in the demo)");
-            println!("  curl http://127.0.0.1:9901/metrics");
-            println!("  curl -X PUT -d '{{\"global_bp\": 10000}}' http://127.0.0.1:9901/rollout");
+            println!("  curl http://{admin}/metrics");
+            println!("  curl -X PUT -d '{{\"global_bp\": 10000}}' http://{admin}/rollout");
             println!("  Ctrl-C to stop.");
             (v, None, Some(text))
         }
     };
-    if args.check {
-        println!("config OK");
-        return Ok(());
-    }
-    let (server, _app) = ketama_router::server::build(validated, path, text)?;
-    server.run_forever();
+    let start = ketama_router::server::Start {
+        upgrade: args.upgrade,
+        early: early.clone(),
+    };
+    let (server, _app) = ketama_router::server::build(validated, path, text, start)?;
+    ketama_router::server::run(server, early)
 }

@@ -1,11 +1,18 @@
-//! The proxy: the request's routing key and label rule, then the library's
-//! routing decision (`RouteTable::route`, once per request), then the
-//! first healthy backend in its failover order, the next one on connect
-//! failure, a 502 when none is left.
+//! The proxy: the request's framing checked (see [`crate::framing`]), its
+//! routing key and label rule, then the library's routing decision
+//! (`RouteTable::route`, once per request), then the first healthy backend
+//! in its failover order, the next one on connect failure, a 502 when none
+//! is left.
+//!
+//! Whose fault a failure was decides what is counted: a backend's
+//! counters get the statuses it answered and its own failures (connect,
+//! timeout, broken response); a client's bad framing, disconnect or
+//! timeout goes to `ketama_client_errors_total{reason}` and never to a
+//! backend.
 
 use std::cell::RefCell;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
@@ -13,7 +20,7 @@ use ketama::Route;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
-use pingora::{Error, ErrorType};
+use pingora::{Error, ErrorSource, ErrorType};
 
 use crate::app::App;
 use crate::state::{Key, RoutingState, RuleMatch};
@@ -35,6 +42,8 @@ pub struct Ctx {
     started: Option<Instant>,
     /// Set when every backend was tried or unhealthy.
     exhausted: bool,
+    /// The status the backend answered, once its response head arrived.
+    upstream_status: Option<u16>,
 }
 
 impl Ctx {
@@ -116,25 +125,24 @@ impl ProxyHttp for Router {
         Ctx::default()
     }
 
-    async fn request_filter(&self, session: &mut Session, _ctx: &mut Ctx) -> Result<bool> {
-        let limit = self.app.state().validated.config.server.max_header_bytes;
+    async fn early_request_filter(&self, session: &mut Session, _ctx: &mut Ctx) -> Result<()> {
+        let state = self.app.state();
+        let server = &state.validated.config.server;
         let req = session.req_header();
-        let size = req.uri.path_and_query().map_or(0, |p| p.as_str().len())
-            + req
-                .headers
-                .iter()
-                .map(|(k, v)| k.as_str().len() + v.len() + 4)
-                .sum::<usize>();
-        if size > limit {
-            let body = format!(
-                "ketama-router: request head of {size} bytes is over the limit of {limit}\n"
-            );
-            session
-                .respond_error_with_body(431, Bytes::from(body))
-                .await?;
-            return Ok(true);
+        let http11 = req.version == http::Version::HTTP_11;
+        let refusal = if req.version == http::Version::HTTP_2 {
+            Ok(())
+        } else {
+            crate::framing::check(&session.as_downstream().to_h1_raw(), http11)
+        };
+        if let Err(r) = refusal {
+            self.app.metrics.client_error("bad_framing");
+            session.set_keepalive(None);
+            return Err(Error::explain(ErrorType::HTTPStatus(r.status), r.reason));
         }
-        Ok(false)
+        // Between two reads of the body (Pingora's per-read timeout).
+        session.set_read_timeout(Some(Duration::from_millis(server.client_body_timeout_ms)));
+        Ok(())
     }
 
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
@@ -159,11 +167,12 @@ impl ProxyHttp for Router {
         };
         ctx.attempts += 1;
         ctx.backend = Some(n);
-        Ok(Box::new(HttpPeer::new(
-            state.backends[n].addr,
-            false,
-            String::new(),
-        )))
+        let b = &state.backends[n];
+        let mut peer = Box::new(HttpPeer::new(b.addr, false, String::new()));
+        peer.options.connection_timeout = Some(b.limits.connect_timeout);
+        peer.options.read_timeout = Some(b.limits.read_timeout);
+        peer.options.write_timeout = Some(b.limits.write_timeout);
+        Ok(peer)
     }
 
     fn fail_to_connect(
@@ -177,10 +186,38 @@ impl ProxyHttp for Router {
             .state
             .as_ref()
             .map_or(0, |s| s.validated.config.server.retries);
+        self.backend_failed(ctx, &e);
         if ctx.attempts() <= retries {
             e.set_retry(true);
         }
         e
+    }
+
+    fn error_while_proxy(
+        &self,
+        peer: &HttpPeer,
+        session: &mut Session,
+        e: Box<Error>,
+        ctx: &mut Ctx,
+        client_reused: bool,
+    ) -> Box<Error> {
+        if *e.esource() == ErrorSource::Upstream {
+            self.backend_failed(ctx, &e);
+        }
+        let mut e = e.more_context(format!("Peer: {peer}"));
+        // Pingora's own rule: retry only what can be sent again.
+        if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
+        {
+            e.set_retry(false);
+        } else {
+            e.retry.decide_reuse(client_reused);
+        }
+        e
+    }
+
+    fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, _error: &Error) -> bool {
+        // Failures are logged per backend, rate-limited (see backend_failed).
+        true
     }
 
     async fn response_filter(
@@ -189,6 +226,7 @@ impl ProxyHttp for Router {
         resp: &mut ResponseHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        ctx.upstream_status = Some(resp.status.as_u16());
         let (Some(state), Some(route)) = (&ctx.state, &ctx.route) else {
             return Ok(());
         };
@@ -205,36 +243,63 @@ impl ProxyHttp for Router {
     }
 
     async fn fail_to_proxy(&self, session: &mut Session, e: &Error, ctx: &mut Ctx) -> FailToProxy {
-        let code = match e.etype() {
-            ErrorType::HTTPStatus(c) => *c,
-            _ if ctx.backend.is_some() => 502,
-            _ => 400,
+        use ErrorType::*;
+        let code = match (e.etype(), e.esource()) {
+            (HTTPStatus(c), _) => *c,
+            (ConnectTimedout | ReadTimedout | WriteTimedout, ErrorSource::Upstream) => 504,
+            (_, ErrorSource::Upstream) => 502,
+            (ReadError | WriteError | ConnectionClosed, ErrorSource::Downstream) => {
+                self.app.metrics.client_error("client_disconnect");
+                0 // nobody is left to answer
+            }
+            (ReadTimedout, ErrorSource::Downstream) => {
+                self.app.metrics.client_error("body_timeout");
+                408
+            }
+            (_, ErrorSource::Downstream) => {
+                // Invalid chunked framing and the like in the request body.
+                self.app.metrics.client_error("bad_framing");
+                400
+            }
+            _ => 500,
         };
-        let body = if ctx.exhausted || code == 502 {
-            format!(
-                "ketama-router: no backend could serve this request (tried {}): {}\n",
-                ctx.attempts(),
-                e
-            )
-        } else {
-            format!("ketama-router: {e}\n")
-        };
-        let _ = session
-            .respond_error_with_body(code, Bytes::from(body))
-            .await;
+        if code > 0 {
+            let body = match code {
+                502 | 504 if ctx.exhausted || ctx.backend.is_some() => format!(
+                    "ketama-router: no backend could serve this request (tried {}): {}\n",
+                    ctx.attempts(),
+                    e.reason_str()
+                ),
+                _ => format!("ketama-router: {}\n", e.reason_str()),
+            };
+            let _ = session
+                .respond_error_with_body(code, Bytes::from(body))
+                .await;
+        }
         FailToProxy {
             error_code: code,
             can_reuse_downstream: false,
         }
     }
 
-    async fn logging(&self, session: &mut Session, _e: Option<&Error>, ctx: &mut Ctx) {
+    async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         let Some(state) = &ctx.state else { return };
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
         if let (Some(n), Some(started)) = (ctx.backend, ctx.started) {
-            state.backends[n]
-                .metrics
-                .count(status, started.elapsed().as_secs_f64());
+            let b = &state.backends[n];
+            let seconds = started.elapsed().as_secs_f64();
+            match (ctx.upstream_status, e.map(|e| e.esource())) {
+                // The backend answered: its status, whatever came after.
+                (Some(s), _) => {
+                    b.metrics.count(s, seconds);
+                    b.health.record_success();
+                }
+                // It failed itself: no response.
+                (None, Some(ErrorSource::Upstream)) => b.metrics.count(0, seconds),
+                // The client failed (counted as a client error) or nothing
+                // reached the backend: not the backend's request.
+                _ => {}
+            }
         }
         let sample = state.validated.config.server.trace_sample;
         if sample > 0.0 {
@@ -253,6 +318,30 @@ impl ProxyHttp for Router {
                     "backend selection"
                 );
             }
+        }
+    }
+}
+
+impl Router {
+    /// A backend failed an attempt (connect error or timeout, broken
+    /// response): passive health, and a log line unless one was written
+    /// for it in the last few seconds.
+    fn backend_failed(&self, ctx: &Ctx, e: &Error) {
+        let (Some(state), Some(n)) = (&ctx.state, ctx.backend) else {
+            return;
+        };
+        let b = &state.backends[n];
+        let out = b
+            .health
+            .record_failure(b.limits.max_fails, b.limits.fail_timeout);
+        if let Some(unlogged) = b.health.should_log() {
+            tracing::warn!(
+                backend = b.server.as_str(),
+                error = %e,
+                unlogged_since_last = unlogged,
+                out_of_rotation_ms = if out { b.limits.fail_timeout.as_millis() as u64 } else { 0 },
+                "backend failed"
+            );
         }
     }
 }

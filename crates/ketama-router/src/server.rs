@@ -1,46 +1,153 @@
-//! Assembling the Pingora server: the proxy service, the admin API, health
-//! checks and SIGHUP reloads.
+//! Assembling the Pingora server: the proxy behind its connection limits,
+//! the admin API, health checks, SIGHUP reloads; and running it until a
+//! signal says stop.
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
+use anyhow::Context as _;
+use async_trait::async_trait;
 use pingora::apps::http_app::HttpServer;
-use pingora::server::configuration::ServerConf;
-use pingora::server::Server;
+use pingora::server::configuration::{Opt, ServerConf};
+use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
 use crate::admin::Admin;
 use crate::app::App;
+use crate::conn::Guarded;
 use crate::health::HealthChecker;
 use crate::proxy::Router;
 use crate::reload::SighupReloader;
+use crate::signals::Early;
 use ketama_config::Validated;
 
-/// Builds the Pingora server for a validated config; `run_forever` on the
-/// result serves until SIGINT/SIGTERM (then waits at most the configured
-/// grace period, 1 s by default, instead of Pingora's five minutes).
+/// File descriptors kept back from client connections when their limit is
+/// derived from the file limit: health checks, the admin API, logs.
+const RESERVED_FDS: u64 = 256;
+
+/// How the process starts.
+#[derive(Debug, Clone)]
+pub struct Start {
+    /// Take the listening sockets from a running router (graceful upgrade)
+    /// instead of binding them.
+    pub upgrade: bool,
+    /// The signal handlers installed first thing in `main`.
+    pub early: Early,
+}
+
+impl Default for Start {
+    fn default() -> Self {
+        Start {
+            upgrade: false,
+            early: Early::none(),
+        }
+    }
+}
+
+/// Raises the soft file limit to the hard one; returns the limit in force.
+fn raise_file_limit() -> u64 {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!("cannot raise the file limit: {e}");
+            rlimit::getrlimit(rlimit::Resource::NOFILE).map_or(1024, |(soft, _)| soft)
+        }
+    }
+}
+
+/// Client connections allowed when the config does not say: half of what
+/// the file limit leaves after the reserve and the upstream keep-alive
+/// pool, since every proxied client connection may hold an upstream one.
+pub fn default_max_connections(file_limit: u64, upstream_pool: usize) -> usize {
+    (file_limit.saturating_sub(RESERVED_FDS + upstream_pool as u64) / 2).max(1) as usize
+}
+
+/// Binds each address the way Pingora will (SO_REUSEADDR) and lets it go,
+/// so that an address in use is a clear start-up error naming the key, not
+/// a panic inside Pingora's listener thread after 30 s of retries.
+fn probe(addrs: &[(String, SocketAddr)]) -> anyhow::Result<()> {
+    use socket2::{Domain, Socket, Type};
+    for (key, addr) in addrs {
+        let fail = |e: std::io::Error| {
+            anyhow::anyhow!(
+                "cannot listen on {addr} ({key}): {e}: stop what holds it or change {key}"
+            )
+        };
+        let s = Socket::new(Domain::for_address(*addr), Type::STREAM, None).map_err(fail)?;
+        s.set_reuse_address(true).map_err(fail)?;
+        s.bind(&(*addr).into()).map_err(fail)?;
+        s.listen(1).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// The Unix socket a graceful upgrade hands the listeners over.
+pub fn upgrade_sock(v: &Validated) -> String {
+    v.config.server.upgrade_sock.clone().unwrap_or_else(|| {
+        let first = v.listen[0].to_string().replace([':', '[', ']', '.'], "_");
+        std::env::temp_dir()
+            .join(format!("ketama-router-{first}.sock"))
+            .display()
+            .to_string()
+    })
+}
+
+/// Builds the Pingora server for a validated config; [`run`] serves until
+/// SIGINT/SIGTERM (then waits at most the configured grace period, 1 s by
+/// default, instead of Pingora's five minutes) or hands over on SIGQUIT.
 pub fn build(
     v: Validated,
     config_path: Option<std::path::PathBuf>,
     config_text: Option<String>,
+    start: Start,
 ) -> anyhow::Result<(Server, Arc<App>)> {
     let s = &v.config.server;
+    if !start.upgrade {
+        let mut addrs: Vec<(String, SocketAddr)> = v
+            .listen
+            .iter()
+            .enumerate()
+            .map(|(i, a)| (format!("server.listen[{i}]"), *a))
+            .collect();
+        addrs.push(("admin.listen".into(), v.admin_listen));
+        probe(&addrs)?;
+    }
+    let file_limit = raise_file_limit();
+    let default_max = default_max_connections(file_limit, s.upstream_keepalive_pool_size);
+    tracing::info!(
+        file_limit,
+        max_connections = s.max_connections.unwrap_or(default_max),
+        "connection limits"
+    );
     let conf = ServerConf {
         threads: s.threads,
         work_stealing: s.work_stealing,
         grace_period_seconds: Some(s.grace_period_seconds),
         graceful_shutdown_timeout_seconds: Some(s.grace_period_seconds),
         upstream_keepalive_pool_size: s.upstream_keepalive_pool_size,
+        upgrade_sock: upgrade_sock(&v),
         ..ServerConf::default()
     };
-    let mut server = Server::new_with_opt_and_conf(None, conf);
+    let opt = Opt {
+        upgrade: start.upgrade,
+        ..Opt::default()
+    };
+    let mut server = Server::new_with_opt_and_conf(Some(opt), conf);
     server.bootstrap();
     let listen = v.listen.clone();
     let admin_listen = v.admin_listen;
-    let app = Arc::new(App::new(v, config_path, config_text)?);
+    for w in &v.warnings {
+        tracing::warn!("{w}");
+    }
+    let app =
+        Arc::new(App::new(v, config_path, config_text).context("cannot build the routing state")?);
 
-    let mut proxy =
-        pingora::proxy::http_proxy_service(&server.configuration, Router { app: app.clone() });
+    let proxy = pingora::proxy::http_proxy(&server.configuration, Router { app: app.clone() });
+    let mut proxy = Service::new(
+        "ketama proxy".to_string(),
+        Guarded::new(proxy, default_max, app.clone()),
+    );
     for l in &listen {
         proxy.add_tcp(&l.to_string());
     }
@@ -57,7 +164,44 @@ pub fn build(
     ));
     server.add_service(background_service(
         "sighup reload",
-        SighupReloader { app: app.clone() },
+        SighupReloader {
+            app: app.clone(),
+            early: start.early.clone(),
+        },
     ));
     Ok((server, app))
+}
+
+/// Pingora's own signal watch (SIGQUIT upgrade, SIGTERM graceful, SIGINT
+/// fast), which also tells the early handlers to stand down once it
+/// listens, so no signal falls between the two.
+struct Signals(Early);
+
+#[async_trait]
+impl ShutdownSignalWatch for Signals {
+    async fn recv(&self) -> ShutdownSignal {
+        use tokio::signal::unix::{signal, SignalKind};
+        let (Ok(mut quit), Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::quit()),
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::error!("cannot listen for signals: stopping");
+            return ShutdownSignal::FastShutdown;
+        };
+        self.0.ready();
+        tokio::select! {
+            _ = quit.recv() => ShutdownSignal::GracefulUpgrade,
+            _ = term.recv() => ShutdownSignal::GracefulTerminate,
+            _ = int.recv() => ShutdownSignal::FastShutdown,
+        }
+    }
+}
+
+/// Runs the server until it is told to stop, then exits the process.
+pub fn run(server: Server, early: Early) -> ! {
+    server.run(RunArgs {
+        shutdown_signal: Box::new(Signals(early)),
+    });
+    std::process::exit(0)
 }

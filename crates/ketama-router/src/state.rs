@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use http::HeaderName;
 use ketama_config::{ConfigError, KeySource, Matcher, Plan, Validated};
@@ -25,6 +26,24 @@ pub struct Backend {
     pub metrics: Arc<BackendMetrics>,
     /// `server` as a ready header value (cloning it is a reference count).
     pub header: http::HeaderValue,
+    /// Its timeouts and passive-health settings.
+    pub limits: BackendLimits,
+}
+
+/// A backend's timeouts and passive-health settings: its own where it
+/// sets them, else `[server]`'s.
+#[derive(Clone, Copy, Debug)]
+pub struct BackendLimits {
+    /// TCP connect.
+    pub connect_timeout: Duration,
+    /// Waiting for response bytes.
+    pub read_timeout: Duration,
+    /// Writing the request.
+    pub write_timeout: Duration,
+    /// Failures within `fail_timeout` that take it out of rotation.
+    pub max_fails: u32,
+    /// The failure window and the time out of rotation.
+    pub fail_timeout: Duration,
 }
 
 /// How a label rule matches, with header names parsed once.
@@ -73,6 +92,8 @@ impl RoutingState {
         metrics: &Metrics,
     ) -> Result<Self, ConfigError> {
         let plan = Plan::build(&v)?;
+        let server = &v.config.server;
+        let ms = Duration::from_millis;
         let backends = plan
             .backends
             .iter()
@@ -84,6 +105,13 @@ impl RoutingState {
                 metrics: metrics.backend(&b.address),
                 header: http::HeaderValue::from_str(&b.address)
                     .expect("a socket address is a valid header value"),
+                limits: BackendLimits {
+                    connect_timeout: ms(b.connect_timeout_ms.unwrap_or(server.connect_timeout_ms)),
+                    read_timeout: ms(b.read_timeout_ms.unwrap_or(server.read_timeout_ms)),
+                    write_timeout: ms(b.write_timeout_ms.unwrap_or(server.write_timeout_ms)),
+                    max_fails: b.max_fails.unwrap_or(server.max_fails),
+                    fail_timeout: ms(b.fail_timeout_ms.unwrap_or(server.fail_timeout_ms)),
+                },
             })
             .collect();
         let header = |name: &str, key: &str| {

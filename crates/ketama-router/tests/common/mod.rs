@@ -53,11 +53,28 @@ pub fn config(
 }
 
 pub fn start_router(config_path: &Path, proxy: SocketAddr, admin: SocketAddr) -> RouterProc {
+    start_router_with(config_path, proxy, admin, &[], None)
+}
+
+/// Starts the router binary with extra arguments, its stderr written to
+/// `log` (or dropped), and waits until both listeners accept.
+pub fn start_router_with(
+    config_path: &Path,
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    args: &[&str],
+    log: Option<&Path>,
+) -> RouterProc {
+    let stderr = match log {
+        Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
+        None => Stdio::null(),
+    };
     let child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
         .args(["--config", config_path.to_str().unwrap()])
+        .args(args)
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -198,4 +215,76 @@ pub fn free_addr() -> SocketAddr {
 /// `GET path` with these headers (a `Host` among them replaces the default).
 pub fn request_with_host(addr: SocketAddr, path: &str, headers: &[(&str, &str)]) -> Resp {
     request(addr, "GET", path, headers, "").unwrap()
+}
+
+/// A config over these backends: `server` lines go into `[server]`,
+/// `extra` after the `[health]` section (checks every 200 ms).
+pub fn config_with(
+    backends: &[SocketAddr],
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    server: &str,
+    extra: &str,
+) -> String {
+    let mut s = format!(
+        "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n{server}\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\nlayout = \"compact\"\n\n[health]\ninterval_ms = 200\ntimeout_ms = 200\n{extra}\n"
+    );
+    for b in backends {
+        s.push_str(&format!("\n[[backends]]\naddress = \"{b}\"\n"));
+    }
+    s
+}
+
+/// A router over these backends with this config (see [`config_with`]),
+/// its stderr in `dir/router.log`.
+pub fn router_over(
+    backends: &[SocketAddr],
+    server: &str,
+    extra: &str,
+) -> (RouterProc, tempfile::TempDir) {
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    std::fs::write(&path, config_with(backends, proxy, admin, server, extra)).unwrap();
+    let log = dir.path().join("router.log");
+    let r = start_router_with(&path, proxy, admin, &[], Some(&log));
+    (r, dir)
+}
+
+/// Sends raw bytes on a new connection and reads until the router closes
+/// it (or 10 s pass): the status of the first response, if any, and the
+/// whole answer.
+pub fn raw(addr: SocketAddr, bytes: &[u8]) -> (Option<u16>, String) {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = c.write_all(bytes);
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text
+        .strip_prefix("HTTP/1.1 ")
+        .and_then(|t| t.get(..3))
+        .and_then(|s| s.parse().ok());
+    (status, text)
+}
+
+/// `GET /metrics` from the admin API.
+pub fn metrics_text(r: &RouterProc) -> String {
+    request(
+        r.admin,
+        "GET",
+        "/metrics",
+        &[("authorization", "Bearer sekret")],
+        "",
+    )
+    .unwrap()
+    .body
+}
+
+/// The value of one sample line of `/metrics` (0 when absent).
+pub fn sample(metrics: &str, name_and_labels: &str) -> f64 {
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
+        .unwrap_or(0.0)
 }

@@ -1,0 +1,314 @@
+//! The router process's life: signals during start-up, reloads that say
+//! what they did (the admin token rotates; restart-only settings are
+//! reported), a graceful upgrade that drops nothing, listeners that cannot
+//! be bound.
+
+mod common;
+
+use std::net::{SocketAddr, TcpListener};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use ketama_router::origin::Origin;
+
+fn auth(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+fn admin_get(r: &RouterProc, path: &str, token: Option<&str>) -> Resp {
+    let a = token.map(auth);
+    let headers: Vec<(&str, &str)> = a.iter().map(|v| ("authorization", v.as_str())).collect();
+    request(r.admin, "GET", path, &headers, "").unwrap()
+}
+
+#[test]
+fn reloads_apply_the_token_and_report_what_needs_a_restart() {
+    let origin = Origin::start(0).unwrap();
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    let text = config_with(&[origin.addr()], proxy, admin, "", "");
+    std::fs::write(&path, &text).unwrap();
+    let r = start_router(&path, proxy, admin);
+    assert_eq!(admin_get(&r, "/status", Some("sekret")).status, 200);
+
+    // Rotate the token through the admin API: the old one stops working.
+    std::fs::write(
+        &path,
+        text.replace("token = \"sekret\"", "token = \"rotated\""),
+    )
+    .unwrap();
+    let resp = request(
+        admin,
+        "POST",
+        "/reload",
+        &[("authorization", "Bearer sekret")],
+        "",
+    )
+    .unwrap();
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    let v: serde_json::Value = serde_json::from_str(&resp.body).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"reloaded": true, "restart_needed": []})
+    );
+    assert_eq!(admin_get(&r, "/status", Some("sekret")).status, 401);
+    assert_eq!(admin_get(&r, "/status", Some("rotated")).status, 200);
+
+    // auth = false, by SIGHUP: no token needed from the next request on.
+    std::fs::write(&path, text.replace("token = \"sekret\"", "auth = false")).unwrap();
+    Command::new("kill")
+        .args(["-HUP", &r.child.id().to_string()])
+        .status()
+        .unwrap();
+    wait_for(Duration::from_secs(10), || {
+        admin_get(&r, "/status", None).status == 200
+    });
+
+    // A listener change needs a restart: applied is everything else, and
+    // the answer, the log and /status say which key waits.
+    let moved = free_addr();
+    std::fs::write(
+        &path,
+        text.replace("token = \"sekret\"", "auth = false").replace(
+            &format!("listen = [\"{proxy}\"]"),
+            &format!("listen = [\"{moved}\"]\nthreads = 2"),
+        ),
+    )
+    .unwrap();
+    let resp = request(admin, "POST", "/reload", &[], "").unwrap();
+    let v: serde_json::Value = serde_json::from_str(&resp.body).unwrap();
+    assert_eq!(
+        v["restart_needed"],
+        serde_json::json!(["server.listen", "server.threads"]),
+        "{}",
+        resp.body
+    );
+    let st: serde_json::Value = serde_json::from_str(&admin_get(&r, "/status", None).body).unwrap();
+    assert_eq!(
+        st["restart_needed"],
+        serde_json::json!(["server.listen", "server.threads"])
+    );
+    assert_eq!(
+        get(&r, "/still/here").status,
+        200,
+        "the running listener keeps serving"
+    );
+}
+
+/// Whether the process catches SIGHUP now (bit 0 of SigCgt).
+fn catches_sighup(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            let hex = s
+                .lines()
+                .find_map(|l| l.strip_prefix("SigCgt:"))?
+                .trim()
+                .to_string();
+            u64::from_str_radix(&hex, 16).ok()
+        })
+        .is_some_and(|mask| mask & 1 != 0)
+}
+
+fn sighup_during_start(backends: usize) {
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    // Backends nobody listens on: the point is the start-up's ring build.
+    let addrs: Vec<SocketAddr> = (0..backends)
+        .map(|i| {
+            format!("127.0.{}.{}:9", i / 250, 1 + i % 250)
+                .parse()
+                .unwrap()
+        })
+        .collect();
+    std::fs::write(
+        &path,
+        config_with(&addrs, proxy, admin, "", "enabled = false"),
+    )
+    .unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+        .args(["--config", path.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // The handler must be in place before the router serves: send the
+    // signal as soon as it is, and require that the proxy was not up yet.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if catches_sighup(pid) {
+            break;
+        }
+        assert!(
+            std::net::TcpStream::connect(proxy).is_err(),
+            "the router served before it caught SIGHUP"
+        );
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "exited during start-up"
+        );
+        assert!(Instant::now() < deadline);
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let sent_before_ready = std::net::TcpStream::connect(proxy).is_err();
+    Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status()
+        .unwrap();
+    wait_for(Duration::from_secs(30), || {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "SIGHUP killed the router"
+        );
+        std::net::TcpStream::connect(admin).is_ok()
+    });
+    let r = RouterProc {
+        child,
+        proxy,
+        admin,
+    };
+    // Queued as one reload.
+    wait_for(Duration::from_secs(10), || {
+        status_json(&r)["reloads"]["ok"] == 1
+    });
+    assert!(
+        sent_before_ready || backends < 1000,
+        "the signal arrived only after start-up"
+    );
+}
+
+#[test]
+fn sighup_during_start_up_is_one_reload_not_a_death() {
+    sighup_during_start(4);
+}
+
+#[test]
+fn sighup_during_a_10k_backend_ring_build_is_one_reload_not_a_death() {
+    sighup_during_start(10_000);
+}
+
+#[test]
+fn a_busy_listen_address_is_a_clear_error_within_seconds() {
+    let busy = TcpListener::bind("127.0.0.1:0").unwrap();
+    let proxy = busy.local_addr().unwrap();
+    let admin = free_addr();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    std::fs::write(
+        &path,
+        config_with(&["127.0.0.1:9".parse().unwrap()], proxy, admin, "", ""),
+    )
+    .unwrap();
+    let t = Instant::now();
+    let out = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+        .args(["--config", path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+    assert!(
+        err.contains(&format!("cannot listen on {proxy} (server.listen[0])")),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn a_graceful_upgrade_drops_no_request() {
+    let origins: Vec<Origin> = (0..3).map(|i| Origin::start(i).unwrap()).collect();
+    let addrs: Vec<SocketAddr> = origins.iter().map(|o| o.addr()).collect();
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("upgrade.sock");
+    let path = dir.path().join("router.toml");
+    let server = format!(
+        "upgrade_sock = \"{}\"\ngrace_period_seconds = 1",
+        sock.display()
+    );
+    std::fs::write(
+        &path,
+        config_with(&addrs, proxy, admin, &server, "").replace("grace_period_seconds = 0\n", ""),
+    )
+    .unwrap();
+    let old = start_router(&path, proxy, admin);
+    let old_pid = status_json(&old)["pid"].as_u64().unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let clients: Vec<_> = (0..3)
+        .map(|t| {
+            let (stop, ok, failed) = (stop.clone(), ok.clone(), failed.clone());
+            std::thread::spawn(move || {
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    match request(proxy, "GET", &format!("/up/{t}/{i}"), &[], "") {
+                        Ok(resp) if resp.status == 200 => ok.fetch_add(1, Ordering::SeqCst),
+                        other => {
+                            eprintln!("failed: {:?}", other.map(|r| (r.status, r.body)));
+                            failed.fetch_add(1, Ordering::SeqCst)
+                        }
+                    };
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    wait_for(Duration::from_secs(10), || ok.load(Ordering::SeqCst) > 50);
+
+    // The new process waits for the listeners; the old one hands them over
+    // on SIGQUIT, drains and exits.
+    let mut new = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+        .args(["--config", path.to_str().unwrap(), "--upgrade"])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for(Duration::from_secs(20), || sock.exists());
+    Command::new("kill")
+        .args(["-QUIT", &old_pid.to_string()])
+        .status()
+        .unwrap();
+    let mut old = old;
+    wait_for(Duration::from_secs(30), || {
+        old.child.try_wait().unwrap().is_some()
+    });
+    let served = ok.load(Ordering::SeqCst);
+    wait_for(Duration::from_secs(10), || {
+        ok.load(Ordering::SeqCst) > served + 50
+    });
+    stop.store(true, Ordering::SeqCst);
+    for c in clients {
+        c.join().unwrap();
+    }
+    assert_eq!(
+        failed.load(Ordering::SeqCst),
+        0,
+        "{} served",
+        ok.load(Ordering::SeqCst)
+    );
+    let resp = request(
+        admin,
+        "GET",
+        "/status",
+        &[("authorization", "Bearer sekret")],
+        "",
+    )
+    .unwrap();
+    let st: serde_json::Value = serde_json::from_str(&resp.body).unwrap();
+    assert_eq!(
+        st["pid"].as_u64(),
+        Some(new.id() as u64),
+        "the new process serves now"
+    );
+    let _ = new.kill();
+    let _ = new.wait();
+}
