@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
-use std::time::Instant;
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -72,20 +71,24 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
         compat: args.compat,
         ..RingSettings::default()
     };
-    let started = Instant::now();
     let total = steps.len() * args.trials as usize;
-    let mut done = 0usize;
+    // On a terminal, a bar on stderr; elsewhere (a pipe, a log) nothing.
+    let bar = indicatif::ProgressBar::new(total as u64).with_style(
+        indicatif::ProgressStyle::with_template(
+            "sweep [{bar:30}] {pos}/{len} rings, {msg}, {elapsed} (about {eta} left)",
+        )
+        .expect("a valid template")
+        .progress_chars("#>."),
+    );
     let mut rows = Vec::new();
     for &k in &steps {
+        bar.set_message(format!("k = {k}"));
         let row = analysis::sweep_step(args.nodes, k, args.trials, args.seed, settings, || {
-            done += 1;
-            progress(started, done, total, k);
+            bar.inc(1);
         })?;
         rows.push(row);
     }
-    if started.elapsed().as_secs_f64() > 1.0 {
-        eprintln!();
-    }
+    bar.finish_and_clear();
     let mut csv = String::from(
         "points_per_node,predicted_cv,measured_cv_mean,measured_cv_sd,measured_cv_min,measured_cv_max,collisions_mean\n",
     );
@@ -105,23 +108,9 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     std::fs::write(&args.out, &csv)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     if let Some(p) = &args.plot {
-        let svg = crate::plot::sweep_svg(&rows, args.nodes, args.trials, args.compat);
+        let svg = crate::plot::sweep_svg(&rows, args.nodes, args.trials, args.compat)?;
         std::fs::write(p, svg).with_context(|| format!("cannot write {}", p.display()))?;
     }
     print!("{csv}");
     Ok(())
-}
-
-/// A progress bar on stderr, once the run has taken more than a second.
-fn progress(started: Instant, done: usize, total: usize, k: u32) {
-    if started.elapsed().as_secs_f64() < 1.0 {
-        return;
-    }
-    let filled = done * 30 / total.max(1);
-    eprint!(
-        "\rsweep [{}{}] {done}/{total} rings, k = {k}, {:.0}s",
-        "#".repeat(filled),
-        ".".repeat(30 - filled),
-        started.elapsed().as_secs_f64()
-    );
 }

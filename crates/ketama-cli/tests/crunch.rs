@@ -229,3 +229,38 @@ fn diff_measures_what_moves() {
     assert_eq!(code, 0);
     assert!(out.contains("moved: "), "{out}");
 }
+
+#[test]
+fn recommend_never_costs_more_memory_for_a_target_already_met() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/servers.txt");
+    let v = json(&[
+        "recommend",
+        "--servers",
+        example.to_str().unwrap(),
+        "--max-cv",
+        "0.05",
+        "--json",
+    ]);
+    let current = v["current_measured_cv"].as_f64().unwrap();
+    assert!(current <= 0.05, "the example meets 0.05 at 160 points: {v}");
+    assert_eq!(v["current_meets_target"], true);
+    assert!(v["point_multiple"].as_u64().unwrap() <= 160, "{v}");
+    for m in v["memory"].as_array().unwrap() {
+        assert!(
+            m["recommended_bytes"].as_u64() <= m["current_bytes"].as_u64(),
+            "{v}"
+        );
+    }
+    // A target the current ring misses still gets more points.
+    let v = json(&[
+        "recommend",
+        "--servers",
+        example.to_str().unwrap(),
+        "--max-cv",
+        "0.01",
+        "--json",
+    ]);
+    assert_eq!(v["current_meets_target"], false);
+    assert!(v["point_multiple"].as_u64().unwrap() > 160, "{v}");
+    assert!(v["measured_cv"].as_f64().unwrap() <= 0.01, "{v}");
+}

@@ -222,3 +222,79 @@ fn errors_name_the_input() {
         assert!(err.contains(bad[bad.len() - 2]), "{bad:?}: {err}");
     }
 }
+
+#[test]
+fn an_empty_servers_file_is_an_error_and_an_all_down_one_is_not() {
+    let empty = servers_file("# nothing here\n\n");
+    let p = empty.path().to_str().unwrap();
+    for args in [
+        vec!["route", "--servers", p],
+        vec!["analyze", "--servers", p],
+        vec!["diff", "--from", p, "--to", p],
+        vec!["recommend", "--servers", p, "--max-cv", "0.1"],
+    ] {
+        let (code, out, err) = run(&args, b"x\n");
+        assert_eq!(code, 1, "{args:?}: {out}");
+        assert!(
+            err.contains(p) && err.contains("lists no server"),
+            "{args:?}: {err}"
+        );
+    }
+    // Servers that cannot serve (down, drained) still make a valid file.
+    let down = servers_file("10.0.0.1:80 down\n10.0.0.2:80 0\n");
+    let (code, out, err) = run(
+        &["route", "--servers", down.path().to_str().unwrap()],
+        b"x\ny\n",
+    );
+    assert_eq!((code, out.as_str()), (0, "-\n-\n"), "{err}");
+}
+
+#[test]
+fn a_key_over_the_limit_is_refused_by_line_and_long_keys_below_it_route() {
+    let f = servers_file("10.0.0.1:80\n10.0.0.2:80\n");
+    let p = f.path().to_str().unwrap();
+    // Just under 1 MiB: routed like any key.
+    let long = "k".repeat((1 << 20) - 1);
+    let input = format!("a\n{long}\nb\n");
+    let (code, out, err) = run(&["route", "--servers", p], input.as_bytes());
+    assert_eq!(code, 0, "{err}");
+    let (_, want, _) = run(&["route", "--servers", p], format!("{long}\n").as_bytes());
+    assert_eq!(out.lines().nth(1), want.lines().next());
+    // Over it, on line 3 (also without a final newline): an error naming
+    // the line, exit 1, and nothing routed past it.
+    for tail in ["\n", ""] {
+        let input = format!("a\nb\n{}x{tail}", "k".repeat(1 << 20));
+        let (code, out, err) = run(&["route", "--servers", p], input.as_bytes());
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            err.contains("stdin line 3") && err.contains("1 MiB"),
+            "{err}"
+        );
+        assert!(out.lines().count() <= 2, "{out}");
+    }
+}
+
+#[test]
+fn every_compat_flag_lists_its_values() {
+    for cmd in [
+        "route",
+        "analyze",
+        "sweep",
+        "recommend",
+        "diff",
+        "migrate-plan",
+        "bench",
+    ] {
+        let (code, out, _) = run(&[cmd, "--help"], b"");
+        assert_eq!(code, 0);
+        let help: String = out
+            .split("--")
+            .filter(|opt| opt.contains("compat <"))
+            .collect();
+        assert!(!help.is_empty(), "{cmd}: no --compat in\n{out}");
+        assert!(
+            help.contains("nginx, pingora-v1 or pingora-v2"),
+            "{cmd}:\n{out}"
+        );
+    }
+}

@@ -28,3 +28,48 @@ pub(crate) fn key_at(text: &str, offset: usize) -> String {
         (None, true) => format!("line {line_no}"),
     }
 }
+
+/// For a syntax error inside an array or inline table that was never
+/// closed, the offset of its opening bracket: the parser notices only
+/// where the next line begins, but the user left it open where it
+/// started. Skips strings and comments.
+pub(crate) fn unclosed_opener(text: &str, offset: usize) -> Option<usize> {
+    let b = text.as_bytes();
+    let end = offset.min(b.len());
+    let mut stack: Vec<usize> = Vec::new();
+    let mut i = 0;
+    while i < end {
+        match b[i] {
+            b'#' => {
+                while i < end && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            q @ (b'"' | b'\'') => {
+                let triple = b[i..].starts_with(&[q, q, q]);
+                i += if triple { 3 } else { 1 };
+                while i < end {
+                    if q == b'"' && b[i] == b'\\' {
+                        i += 2;
+                        continue;
+                    }
+                    if triple && b[i..].starts_with(&[q, q, q]) {
+                        i += 2;
+                        break;
+                    }
+                    if !triple && (b[i] == q || b[i] == b'\n') {
+                        break;
+                    }
+                    i += 1;
+                }
+            }
+            b'[' | b'{' => stack.push(i),
+            b']' | b'}' => {
+                stack.pop();
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    stack.pop()
+}

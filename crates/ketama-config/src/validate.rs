@@ -79,10 +79,18 @@ pub fn load(path: &Path) -> Result<Validated, ConfigError> {
 /// Parses and validates config text; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Validated, ConfigError> {
     let config: Config = toml::from_str(text).map_err(|e| {
-        let msg = e.message().to_string();
-        let at = e
-            .span()
-            .map(|s| crate::position::key_at(text, s.start.min(text.len())))
+        let mut msg = e.message().trim().replace('\n', "; ");
+        let mut at = e.span().map(|s| s.start.min(text.len()));
+        // An array or inline table left open is reported where the parser
+        // gave up (the next line); point at where it was opened instead.
+        if msg.starts_with("invalid array") || msg.starts_with("invalid inline table") {
+            if let Some(open) = at.and_then(|o| crate::position::unclosed_opener(text, o)) {
+                at = Some(open);
+                msg = format!("{msg} (opened here and never closed)");
+            }
+        }
+        let at = at
+            .map(|o| crate::position::key_at(text, o))
             .unwrap_or_else(|| "(document)".into());
         err(file, at, msg)
     })?;

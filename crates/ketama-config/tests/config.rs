@@ -68,6 +68,38 @@ fn errors_name_file_and_key() {
             "r.toml: backends[1].address: 127.0.0.1:9001 repeats backends[0]",
         ),
         (
+            "[[backends]]\naddress = \"[::1]:9002\"\n[[backends]]\naddress = \"[0:0:0:0:0:0:0:1]:9002\"\n",
+            "r.toml: backends[2].address: [0:0:0:0:0:0:0:1]:9002 repeats backends[1] ([::1]:9002): the same socket address",
+        ),
+        (
+            "[server]\nlisten = [\"127.0.0.1:9901\"]\n",
+            "r.toml: admin.listen: 127.0.0.1:9901 is also server.listen[0]",
+        ),
+        (
+            "[server]\nlisten = [\"0.0.0.0:9901\"]\n",
+            "r.toml: admin.listen: 127.0.0.1:9901 is also server.listen[0] (0.0.0.0:9901)",
+        ),
+        (
+            "[server]\nlisten = [\"127.0.0.1:80\", \"127.0.0.1:80\"]\n",
+            "r.toml: server.listen[1]: 127.0.0.1:80 repeats server.listen[0]",
+        ),
+        (
+            "[server]\nclient_header_timeout_ms = 0\n",
+            "r.toml: server.client_header_timeout_ms: must be at least 1",
+        ),
+        (
+            "[server]\nmax_header_bytes = 2000000\n",
+            "r.toml: server.max_header_bytes: must be from 1024 to 1048576",
+        ),
+        (
+            "[server]\nmax_connections = 0\n",
+            "r.toml: server.max_connections: must be at least 1",
+        ),
+        (
+            "[[backends]]\naddress = \"127.0.0.1:9009\"\nread_timeout_ms = 0\n",
+            "r.toml: backends[1].read_timeout_ms: must be at least 1",
+        ),
+        (
             "[[backends]]\naddress = \"cache:80\"\n",
             "r.toml: backends[1].address: \"cache:80\" is not IP:PORT",
         ),

@@ -3,7 +3,7 @@
 //! | request | answer |
 //! |---|---|
 //! | `GET /status` | JSON: backends (server, weight, labels, down, healthy), rings (compat, layout, point multiple, points, bytes), rollout, lookups, reloads, settings that need a restart, pid |
-//! | `GET /metrics` | Prometheus text |
+//! | `GET /metrics` | Prometheus text (0.0.4), or OpenMetrics when the scraper's `Accept` asks for it |
 //! | `PUT /rollout` | body `{"global_bp": N, "scopes": {"NAME": N}}`: the migration's new rollout, at once, no reload |
 //! | `POST /reload` | re-reads the config; 200 `{"reloaded": true, "restart_needed": [keys]}`, or 400 with the error while the running config keeps serving |
 //!
@@ -125,11 +125,26 @@ impl ServeHttp for Admin {
         let path = session.req_header().uri.path().to_string();
         match (method.as_str(), path.as_str()) {
             ("GET", "/status") => json_response(200, status(&self.app)),
-            ("GET", "/metrics") => response(
-                200,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                self.app.metrics.render(&self.app),
-            ),
+            ("GET", "/metrics") => {
+                let om = self.app.metrics.render(&self.app);
+                let wants_om = session
+                    .get_header("accept")
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(|v| v.contains("application/openmetrics-text"));
+                if wants_om {
+                    response(
+                        200,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        om,
+                    )
+                } else {
+                    response(
+                        200,
+                        "text/plain; version=0.0.4; charset=utf-8",
+                        crate::metrics::to_prometheus_text(&om),
+                    )
+                }
+            }
             ("PUT", "/rollout") => {
                 let mut body = Vec::new();
                 loop {

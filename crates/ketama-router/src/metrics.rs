@@ -1,6 +1,9 @@
 //! Counters and the `GET /metrics` exposition, with the Prometheus
-//! project's own Rust client (`prometheus-client`), in the OpenMetrics text
-//! format that Prometheus scrapes.
+//! project's own Rust client (`prometheus-client`). It writes OpenMetrics,
+//! served to scrapers that ask for it (`Accept:
+//! application/openmetrics-text`); others get the same families in the
+//! Prometheus text format 0.0.4 ([`to_prometheus_text`]), where a
+//! counter's `# TYPE` names its `_total` samples.
 //!
 //! Counters live for the whole process (a reload never resets one). The
 //! request path touches only handles taken when a backend's state is
@@ -240,6 +243,42 @@ impl Metrics {
         let _ = encode(&mut s, &self.registry);
         s
     }
+}
+
+/// The Prometheus text format (0.0.4) of an OpenMetrics exposition: the
+/// same samples; a counter family's `# HELP`/`# TYPE` name its `_total`
+/// samples (text-format parsers match names exactly); no `# UNIT` or
+/// `# EOF`.
+pub fn to_prometheus_text(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            // Held until the TYPE line says whether the name takes _total.
+            help = Some(rest);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let name = if kind == "counter" && !name.ends_with("_total") {
+                format!("{name}_total")
+            } else {
+                name.to_string()
+            };
+            if let Some(h) = help.take() {
+                let text = h.split_once(' ').map_or("", |(_, t)| t);
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Resident set size from /proc (0 where unavailable).

@@ -25,6 +25,7 @@ struct Shared {
     in_flight: AtomicUsize,
     max_in_flight: AtomicUsize,
     served: AtomicU64,
+    last_head: std::sync::Mutex<String>,
 }
 
 impl Origin {
@@ -43,6 +44,7 @@ impl Origin {
             in_flight: AtomicUsize::new(0),
             max_in_flight: AtomicUsize::new(0),
             served: AtomicU64::new(0),
+            last_head: std::sync::Mutex::new(String::new()),
         });
         let s = shared.clone();
         std::thread::spawn(move || {
@@ -95,6 +97,15 @@ impl Origin {
     /// Requests answered so far.
     pub fn served(&self) -> u64 {
         self.shared.served.load(SeqCst)
+    }
+
+    /// The request line and headers of the last request it read.
+    pub fn last_head(&self) -> String {
+        self.shared
+            .last_head
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 }
 
@@ -156,6 +167,7 @@ fn serve(c: TcpStream, s: &Shared) -> io::Result<()> {
             .unwrap_or("/")
             .to_string();
         let (mut close, mut length, mut chunked) = (false, 0usize, false);
+        let mut head = request_line.clone();
         loop {
             let Some(h) = line(&mut r, s)? else {
                 return Ok(());
@@ -163,6 +175,7 @@ fn serve(c: TcpStream, s: &Shared) -> io::Result<()> {
             if h == "\r\n" || h == "\n" {
                 break;
             }
+            head.push_str(&h);
             let (name, value) = h.split_once(':').unwrap_or((&h, ""));
             let (name, value) = (name.trim().to_ascii_lowercase(), value.trim());
             match name.as_str() {
@@ -189,6 +202,7 @@ fn serve(c: TcpStream, s: &Shared) -> io::Result<()> {
         } else if !read_exact_alive(&mut r, length, s)? {
             return Ok(());
         }
+        *s.last_head.lock().unwrap_or_else(|e| e.into_inner()) = head;
         let now = s.in_flight.fetch_add(1, SeqCst) + 1;
         s.max_in_flight.fetch_max(now, SeqCst);
         let delay = s.delay_ms.load(SeqCst);

@@ -175,6 +175,41 @@ impl ProxyHttp for Router {
         Ok(peer)
     }
 
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream: &mut RequestHeader,
+        ctx: &mut Ctx,
+    ) -> Result<()> {
+        let on = ctx
+            .state
+            .as_ref()
+            .is_some_and(|s| s.validated.config.server.forwarded_headers);
+        if !on {
+            return Ok(());
+        }
+        // X-Forwarded-For: what came in (every line, in order), then this
+        // client's address; X-Forwarded-Proto: the scheme it used.
+        if let Some(ip) = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip())
+        {
+            let mut xff = String::new();
+            for v in upstream.headers.get_all("x-forwarded-for") {
+                if let Ok(v) = v.to_str() {
+                    xff.push_str(v);
+                    xff.push_str(", ");
+                }
+            }
+            use std::fmt::Write as _;
+            let _ = write!(xff, "{ip}");
+            upstream.insert_header("x-forwarded-for", xff)?;
+        }
+        upstream.insert_header("x-forwarded-proto", http::HeaderValue::from_static("http"))?;
+        Ok(())
+    }
+
     fn fail_to_connect(
         &self,
         _session: &mut Session,
@@ -268,9 +303,9 @@ impl ProxyHttp for Router {
                 502 | 504 if ctx.exhausted || ctx.backend.is_some() => format!(
                     "ketama-router: no backend could serve this request (tried {}): {}\n",
                     ctx.attempts(),
-                    e.reason_str()
+                    in_words(e)
                 ),
-                _ => format!("ketama-router: {}\n", e.reason_str()),
+                _ => format!("ketama-router: {}\n", in_words(e)),
             };
             let _ = session
                 .respond_error_with_body(code, Bytes::from(body))
@@ -320,6 +355,28 @@ impl ProxyHttp for Router {
             }
         }
     }
+}
+
+/// What went wrong, in words for a response body: the router's own
+/// explanation where it gave one, else the kind of failure (never
+/// Pingora's internal type names or context chain).
+fn in_words(e: &Error) -> String {
+    use ErrorType::*;
+    if let Some(c) = &e.context {
+        if matches!(e.etype(), HTTPStatus(_)) {
+            return c.as_str().to_string();
+        }
+    }
+    match e.etype() {
+        ConnectRefused => "the backend refused the connection",
+        ConnectTimedout => "the backend did not accept the connection in time",
+        ReadTimedout => "no response in time",
+        WriteTimedout => "the request could not be sent in time",
+        ConnectionClosed => "the connection closed early",
+        InvalidHTTPHeader => "malformed request or response head",
+        _ => "the request could not be proxied",
+    }
+    .to_string()
 }
 
 impl Router {

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what building and testing need on a fresh Debian machine, once:
+# cmake (Pingora builds C dependencies with it), the real peers the tests
+# start (dnsmasq for DNS discovery, etcd for fleet control; nutcracker,
+# memcached and libmemcached for the memcached schemes), a TrueType font for
+# charts, and Python's prometheus_client (the tests check /metrics with it).
+# Only what is missing is installed; needs root or sudo for apt-get.
+set -euo pipefail
+need=()
+command -v cmake >/dev/null 2>&1 || need+=(cmake)
+command -v dnsmasq >/dev/null 2>&1 || need+=(dnsmasq-base)
+command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
+command -v memcached >/dev/null 2>&1 || need+=(memcached)
+[ -e /usr/include/libmemcached/memcached.h ] || need+=(libmemcached-dev)
+[ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
+command -v pip3 >/dev/null 2>&1 || python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  echo "setup: installing ${need[*]}" >&2
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+python3 -c 'import prometheus_client' 2>/dev/null ||
+  python3 -m pip install -q prometheus-client ||
+  python3 -m pip install -q --break-system-packages prometheus-client
