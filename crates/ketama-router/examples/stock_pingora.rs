@@ -2,17 +2,30 @@
 //! (pingora-ketama V1), keyed by path and query: the baseline that
 //! `scripts/loadbench.sh` compares ketama-router with. Nothing of ketama.
 //!
-//! `cargo run --release -p ketama-router --example stock_pingora -- \
-//!     --listen 127.0.0.1:18082 --threads 1 127.0.0.1:19001 127.0.0.1:19002`
+//! ```text
+//! cargo run --release -p ketama-router --example stock_pingora -- \
+//!     --listen 127.0.0.1:18082 --threads 1 [--no-steal] [--keepalive N] \
+//!     [--backends-file FILE] [ADDR ...]
+//! ```
+//!
+//! Built with the package's default features it uses ketama-router's
+//! global allocator (jemalloc); built with `--no-default-features`, the
+//! system allocator. `--backends-file` reads `ADDR [WEIGHT]` lines.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use pingora::lb::discovery::Static;
 use pingora::lb::selection::consistent::KetamaHashing;
-use pingora::lb::LoadBalancer;
+use pingora::lb::{Backend, Backends, LoadBalancer};
 use pingora::prelude::*;
 use pingora::proxy::{ProxyHttp, Session};
 use pingora::server::configuration::ServerConf;
+
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 struct Stock(Arc<LoadBalancer<KetamaHashing>>);
 
@@ -37,11 +50,27 @@ impl ProxyHttp for Stock {
     }
 }
 
+/// `ADDR [WEIGHT]` lines.
+fn read_backends(path: &str) -> BTreeSet<Backend> {
+    std::fs::read_to_string(path)
+        .expect("readable backends file")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| {
+            let mut parts = l.split_whitespace();
+            let addr = parts.next().expect("an address");
+            let weight = parts.next().map_or(1, |w| w.parse().expect("a weight"));
+            Backend::new_with_weight(addr, weight).expect("a socket address")
+        })
+        .collect()
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
-    let (mut listen, mut threads, mut backends) =
-        ("127.0.0.1:18082".to_string(), 1usize, Vec::new());
+    let (mut listen, mut threads, mut addrs) = ("127.0.0.1:18082".to_string(), 1usize, Vec::new());
     let mut work_stealing = true; // Pingora's default
+    let mut keepalive = None;
+    let mut file = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--listen" => listen = args.next().expect("--listen ADDR"),
@@ -52,21 +81,37 @@ fn main() {
                     .expect("--threads N")
             }
             "--no-steal" => work_stealing = false,
-            _ => backends.push(a),
+            "--keepalive" => keepalive = args.next().and_then(|n| n.parse().ok()),
+            "--backends-file" => file = args.next(),
+            _ => addrs.push(a),
         }
     }
-    assert!(!backends.is_empty(), "give backend addresses");
-    let conf = ServerConf {
+    let mut set: BTreeSet<Backend> = addrs
+        .iter()
+        .map(|a| Backend::new(a).expect("a socket address"))
+        .collect();
+    if let Some(f) = &file {
+        set.extend(read_backends(f));
+    }
+    assert!(!set.is_empty(), "give backend addresses");
+    let mut conf = ServerConf {
         threads,
         work_stealing,
         grace_period_seconds: Some(0),
         graceful_shutdown_timeout_seconds: Some(0),
         ..ServerConf::default()
     };
+    if let Some(k) = keepalive {
+        conf.upstream_keepalive_pool_size = k;
+    }
     let mut server = Server::new_with_opt_and_conf(None, conf);
     server.bootstrap();
-    let lb = LoadBalancer::try_from_iter(backends.iter().map(String::as_str))
-        .expect("backend addresses");
+    let lb = LoadBalancer::from_backends(Backends::new(Static::new(set)));
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .expect("a runtime")
+        .block_on(lb.update())
+        .expect("static discovery does not fail");
     let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, Stock(Arc::new(lb)));
     proxy.add_tcp(&listen);
     server.add_service(proxy);

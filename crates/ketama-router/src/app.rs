@@ -61,6 +61,7 @@ impl App {
         let (health, metrics) = (HealthRegistry::default(), Metrics::default());
         let fixed = fixed_settings(&v);
         let state = RoutingState::build(v, &health, &metrics)?;
+        crate::memory::return_free_memory();
         Ok(App {
             state: ArcSwap::from_pointee(state),
             health,

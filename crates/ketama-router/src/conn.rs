@@ -26,8 +26,8 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -158,8 +158,10 @@ const TOO_LARGE: u8 = 2;
 pub struct Clock {
     limits: Limits,
     phase: AtomicU8,
-    /// The deadline of the current phase (`None` while open).
-    deadline: Mutex<Option<Instant>>,
+    /// The connection's accept: deadlines are nanoseconds after it.
+    base: Instant,
+    /// The deadline of the current phase (0 while open).
+    deadline_ns: AtomicU64,
     /// Why the connection's last head was refused, if it was.
     refused: AtomicU8,
 }
@@ -169,13 +171,15 @@ impl Clock {
         Clock {
             limits,
             phase: AtomicU8::new(HEAD),
-            deadline: Mutex::new(Some(Instant::now() + limits.header_timeout)),
+            base: Instant::now(),
+            deadline_ns: AtomicU64::new(limits.header_timeout.as_nanos() as u64),
             refused: AtomicU8::new(0),
         }
     }
 
     fn set(&self, phase: u8, deadline: Option<Instant>) {
-        *self.deadline.lock().unwrap_or_else(|e| e.into_inner()) = deadline;
+        let ns = deadline.map_or(0, |d| d.duration_since(self.base).as_nanos().max(1) as u64);
+        self.deadline_ns.store(ns, Relaxed);
         self.phase.store(phase, Relaxed);
     }
 
@@ -185,7 +189,10 @@ impl Clock {
     }
 
     fn deadline(&self) -> Option<Instant> {
-        *self.deadline.lock().unwrap_or_else(|e| e.into_inner())
+        match self.deadline_ns.load(Relaxed) {
+            0 => None,
+            ns => Some(self.base + Duration::from_nanos(ns)),
+        }
     }
 }
 

@@ -39,6 +39,7 @@ pub mod conn;
 pub mod demo;
 pub mod framing;
 pub mod health;
+pub mod memory;
 pub mod metrics;
 pub mod origin;
 pub mod proxy;

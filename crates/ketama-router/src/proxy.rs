@@ -57,6 +57,8 @@ thread_local! {
     /// Where a `host_path` key is assembled: one buffer per thread, reused,
     /// so building the key allocates nothing once it has grown.
     static KEY_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Where `X-Forwarded-For` is assembled, reused likewise.
+    static XFF_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Calls `f` with the request's routing key, without copying it when it
@@ -125,7 +127,7 @@ impl ProxyHttp for Router {
         Ctx::default()
     }
 
-    async fn early_request_filter(&self, session: &mut Session, _ctx: &mut Ctx) -> Result<()> {
+    async fn early_request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<()> {
         let state = self.app.state();
         let server = &state.validated.config.server;
         let req = session.req_header();
@@ -142,16 +144,17 @@ impl ProxyHttp for Router {
         }
         // Between two reads of the body (Pingora's per-read timeout).
         session.set_read_timeout(Some(Duration::from_millis(server.client_body_timeout_ms)));
+        // The request keeps the state it started with, whatever reloads do.
+        ctx.state = Some(state);
         Ok(())
     }
 
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
-        if ctx.state.is_none() {
-            let state = self.app.state();
-            let route = decide(session.req_header(), &state)?;
+        if ctx.route.is_none() {
+            let state = ctx.state.get_or_insert_with(|| self.app.state());
+            let route = decide(session.req_header(), state)?;
             self.app.metrics.lookup(route.version());
             ctx.route = Some(route);
-            ctx.state = Some(state);
             ctx.started = Some(Instant::now());
         }
         let (Some(state), Some(route)) = (&ctx.state, &mut ctx.route) else {

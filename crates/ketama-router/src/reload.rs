@@ -32,6 +32,7 @@ impl App {
             let restart = self.note_restart_needed(&v);
             let state = RoutingState::build(v, &self.health, &self.metrics)?;
             self.swap(state);
+            crate::memory::return_free_memory();
             Ok(restart)
         })();
         match &result {

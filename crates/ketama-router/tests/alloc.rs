@@ -1,0 +1,138 @@
+//! The router's own request path allocates nothing: taking the routing key
+//! (every source), matching a label rule, the routing decision (with a
+//! migration and label requirements), walking failover past unhealthy
+//! backends, the prebuilt header values, counting the request. Counted by a
+//! global allocator that counts this thread's allocations while a request
+//! is being routed.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::time::Instant;
+
+use ketama_router::health::HealthRegistry;
+use ketama_router::metrics::Metrics;
+use ketama_router::proxy::decide;
+use ketama_router::state::RoutingState;
+use pingora::http::RequestHeader;
+
+struct Counting;
+
+thread_local! {
+    static COUNTING: Cell<bool> = const { Cell::new(false) };
+    static ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards every call unchanged to `System`; the counters are
+// thread-local cells that never allocate.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            ALLOCS.with(|a| a.set(a.get() + 1));
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded unchanged.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        if COUNTING.with(Cell::get) {
+            ALLOCS.with(|a| a.set(a.get() + 1));
+        }
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn allocations(f: impl FnOnce()) -> u64 {
+    ALLOCS.with(|a| a.set(0));
+    COUNTING.with(|c| c.set(true));
+    f();
+    COUNTING.with(|c| c.set(false));
+    ALLOCS.with(Cell::get)
+}
+
+fn config(key: &str) -> String {
+    let mut s = format!(
+        "[admin]\nlisten = \"127.0.0.1:9901\"\nauth = false\n\n[key]\n{key}\n\n[ring]\nlayout = \"compact\"\n\n[migration]\nring = {{ compat = \"pingora-v2\", layout = \"compact\", point_multiple = 40 }}\nglobal_bp = 5000\nscope = \"ams\"\n\n[[label_rules]]\nhost = \"eu.example.com\"\nrequire = [\"eu\"]\n\n[[label_rules]]\nheader = \"x-tier\"\nvalue = \"ssd\"\nrequire = [\"ssd\"]\n"
+    );
+    for i in 0..40 {
+        let labels = match i % 3 {
+            0 => "[\"eu\", \"ssd\"]",
+            1 => "[\"eu\"]",
+            _ => "[\"us\", \"ssd\"]",
+        };
+        s.push_str(&format!(
+            "\n[[backends]]\naddress = \"10.0.0.{i}:80\"\nweight = {}\nlabels = {labels}\n",
+            1 + i % 4
+        ));
+    }
+    s
+}
+
+#[test]
+fn routing_a_request_allocates_nothing() {
+    // The counter counts (a vector is one allocation).
+    assert_eq!(allocations(|| drop(std::hint::black_box(vec![1u8; 10]))), 1);
+    let (health, metrics) = (HealthRegistry::default(), Metrics::default());
+    for key in [
+        "source = \"path_query\"",
+        "source = \"path\"",
+        "source = \"host_path\"",
+        "source = \"header\"\nheader = \"x-cache-key\"",
+    ] {
+        let v = ketama_config::parse(&config(key), "alloc.toml").unwrap();
+        let state = RoutingState::build(v, &health, &metrics).unwrap();
+        // Some backends are out: the walk passes over them.
+        for b in state.backends.iter().step_by(3) {
+            b.health.record(false, 1, 1);
+        }
+        let requests: Vec<RequestHeader> = (0..200)
+            .map(|i| {
+                let mut r =
+                    RequestHeader::build("GET", format!("/obj/{i}?v={}", i % 7).as_bytes(), None)
+                        .unwrap();
+                let host = ["eu.example.com", "www.example.com:8080", "other"][i % 3];
+                r.insert_header("host", host).unwrap();
+                if i % 2 == 0 {
+                    r.insert_header("x-tier", "ssd").unwrap();
+                }
+                r.insert_header("x-cache-key", format!("k{i}")).unwrap();
+                r
+            })
+            .collect();
+        let route_all = |state: &RoutingState| {
+            let mut chosen = 0usize;
+            for req in &requests {
+                let mut route = decide(req, state).unwrap();
+                metrics.lookup(route.version());
+                let n = state
+                    .plan
+                    .table
+                    .next_where(&mut route, |n| state.backends[n].health.is_healthy())
+                    .expect("a healthy eligible backend");
+                let b = &state.backends[n];
+                let header = b.header.clone();
+                chosen += header.len();
+                b.metrics.count(200, Instant::now().elapsed().as_secs_f64());
+                b.health.record_success();
+            }
+            chosen
+        };
+        // Once to warm up what grows once (a thread's key buffer).
+        route_all(&state);
+        let n = allocations(|| {
+            std::hint::black_box(route_all(&state));
+        });
+        assert_eq!(
+            n,
+            0,
+            "{key}: {n} allocations for {} requests",
+            requests.len()
+        );
+    }
+}
