@@ -31,6 +31,18 @@ CONNS = int(os.environ.get("CONNS", "32"))
 
 
 def cleanup():
+    # SIGTERM first: an nginx master killed outright leaves its workers.
+    for p in PROCS:
+        try:
+            p.terminate()
+        except OSError:
+            pass
+    deadline = time.monotonic() + 5
+    for p in PROCS:
+        try:
+            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except Exception:
+            pass
     for p in PROCS:
         try:
             p.kill()

@@ -16,7 +16,7 @@ fuzz_target!(|data: &[u8]| {
     if points > 1 << 22 {
         return;
     }
-    match ketama_config::Plan::build(&v) {
+    match ketama_config::Plan::build(&v, &[]) {
         Ok(plan) => {
             for key in [&b"/"[..], b"/a/b?c", data] {
                 let mut route = plan.table.route(key, None, None).expect("no need, no error");

@@ -2,8 +2,10 @@
 //! ([`model`]), its validation ([`parse`], [`load`]: every error names the
 //! file and the key), the routing plan it builds ([`Plan`]: rings, label
 //! requirements, backends in node order) and the rollout document of the
-//! admin API ([`parse_rollout`]). The router, `ketama` tools and fuzz
-//! targets share it, so a configuration is judged the same way everywhere.
+//! admin API ([`parse_rollout`]), and the pure part of DNS discovery
+//! ([`discovery`]: what answers mean as backends and what each hashes as).
+//! The router, `ketama` tools and fuzz targets share it, so a configuration
+//! is judged the same way everywhere.
 //!
 //! ```
 //! let text = r#"
@@ -19,24 +21,26 @@
 //! weight = 2
 //! "#;
 //! let v = ketama_config::parse(text, "router.toml")?;
-//! let plan = ketama_config::Plan::build(&v)?;
+//! let plan = ketama_config::Plan::build(&v, &[])?; // no discovered backends
 //! let mut route = plan.table.route(b"/a/b.jpg", None, None)?;
 //! let first = plan.table.next(&mut route).expect("two backends serve");
-//! println!("/a/b.jpg goes to {}", plan.backends[first].address);
+//! println!("/a/b.jpg goes to {}", plan.backends[first].server);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod discovery;
 pub mod model;
 mod plan;
 mod position;
 mod rollout;
 mod validate;
 
+pub use discovery::Discovered;
 pub use model::Config;
-pub use plan::{Plan, PlannedRule};
+pub use plan::{Plan, PlannedBackend, PlannedRule};
 pub use rollout::{parse_rollout, rollout_json, RolloutError};
 pub use validate::{load, parse, KeySource, Matcher, Validated};
 

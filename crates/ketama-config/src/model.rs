@@ -21,8 +21,12 @@ pub struct Config {
     /// The routing key.
     #[serde(default)]
     pub key: KeySection,
-    /// The backends, in configuration order.
+    /// The static backends, in configuration order.
+    #[serde(default)]
     pub backends: Vec<BackendSection>,
+    /// Backends from DNS (SRV or A/AAAA), beside the static ones.
+    #[serde(default)]
+    pub discovery: Vec<DiscoverySection>,
     /// Which requests require which labels.
     #[serde(default)]
     pub label_rules: Vec<LabelRule>,
@@ -272,4 +276,75 @@ impl Default for HealthSection {
             unhealthy_threshold: 2,
         }
     }
+}
+
+/// `[[discovery]]`: backends published in DNS, re-resolved around the
+/// records' TTL.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct DiscoverySection {
+    /// An SRV name (`_cache._tcp.service.consul`): one backend per target
+    /// and port.
+    pub srv: Option<String>,
+    /// A host name (`cache.internal`): one backend per A/AAAA address,
+    /// with `port`.
+    pub name: Option<String>,
+    /// The port of a `name` source's backends.
+    pub port: Option<u16>,
+    /// SRV: `"equal"` (default) or `"srv"` (the records' weights); a name:
+    /// a number (default 1).
+    pub weight: Option<DiscoveryWeight>,
+    /// Labels every backend of the source carries.
+    #[serde(default)]
+    pub labels: Vec<String>,
+    /// Name servers (`IP:PORT`); empty: the system's (`/etc/resolv.conf`).
+    #[serde(default)]
+    pub resolvers: Vec<String>,
+    /// The shortest time between resolutions (also the retry after an
+    /// error), whatever the TTL.
+    #[serde(default = "discovery_min_interval")]
+    pub min_interval_ms: u64,
+    /// The longest time between resolutions, whatever the TTL.
+    #[serde(default = "discovery_max_interval")]
+    pub max_interval_ms: u64,
+    /// How long one resolution may take.
+    #[serde(default = "discovery_timeout")]
+    pub timeout_ms: u64,
+    /// A resolution that would remove more than this share of the source's
+    /// weight is held until seen `confirm` times in a row.
+    #[serde(default = "discovery_max_remove_share")]
+    pub max_remove_share: f64,
+    /// See `max_remove_share`.
+    #[serde(default = "discovery_confirm")]
+    pub confirm: u32,
+    /// At start, wait until this source has resolved (instead of starting
+    /// without it).
+    #[serde(default)]
+    pub wait_for_discovery: bool,
+}
+
+fn discovery_min_interval() -> u64 {
+    1_000
+}
+fn discovery_max_interval() -> u64 {
+    60_000
+}
+fn discovery_timeout() -> u64 {
+    2_000
+}
+fn discovery_max_remove_share() -> f64 {
+    0.5
+}
+fn discovery_confirm() -> u32 {
+    3
+}
+
+/// A discovery source's `weight`: a mode name or a number.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(untagged)]
+pub enum DiscoveryWeight {
+    /// A fixed weight for every backend of the source.
+    Fixed(u32),
+    /// `"equal"` or `"srv"`.
+    Mode(String),
 }

@@ -3,6 +3,8 @@
 //! the label rules. Built the same way by a start, a reload and `--check`,
 //! so a configuration that checks also starts.
 
+use std::collections::HashSet;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -22,15 +24,37 @@ pub struct PlannedRule {
     pub need: Need,
 }
 
-/// Everything routing needs, built from a [`Validated`] configuration.
+/// A backend of the plan, static or discovered, by its node index.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedBackend {
+    /// The string it hashes as on the ring (the address as configured, or
+    /// a discovered backend's identity; see [`crate::discovery`]).
+    pub server: String,
+    /// Where to connect.
+    pub addr: SocketAddr,
+    /// Its weight.
+    pub weight: u32,
+    /// Its labels.
+    pub labels: Vec<String>,
+    /// Administratively down.
+    pub down: bool,
+    /// Its own timeouts and passive-health settings, where it sets them
+    /// (static backends only).
+    pub overrides: Option<crate::model::BackendSection>,
+    /// `None`: `backends[i]` of the file; `Some(i)`: found by
+    /// `discovery[i]`.
+    pub source: Option<usize>,
+}
+
+/// Everything routing needs, built from a [`Validated`] configuration
+/// and the backends its discovery sources found.
 #[derive(Debug)]
 pub struct Plan {
     /// The one routing decision.
     pub table: RouteTable,
-    /// Node index -> the configured backend (`backends[i]`).
-    pub backends: Vec<crate::model::BackendSection>,
-    /// Node index -> its socket address.
-    pub addrs: Vec<std::net::SocketAddr>,
+    /// Node index -> backend: the static ones in configuration order, then
+    /// the discovered ones sorted by their string.
+    pub backends: Vec<PlannedBackend>,
     /// Label rules, first match wins.
     pub rules: Vec<PlannedRule>,
     /// Where the key comes from.
@@ -42,25 +66,26 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// Builds the rings and requirements of a validated configuration.
+    /// Builds the rings and requirements of a validated configuration and
+    /// the backends its sources discovered (none: the static ones only).
     /// Errors name the key to change (a weight that makes too many points
     /// names that backend's weight).
-    pub fn build(v: &Validated) -> Result<Plan, ConfigError> {
+    pub fn build(v: &Validated, discovered: &[crate::Discovered]) -> Result<Plan, ConfigError> {
         let started = Instant::now();
         let c = &v.config;
-        let nodes: Vec<Node> = c
-            .backends
+        let backends = union(v, discovered);
+        let nodes: Vec<Node> = backends
             .iter()
             .map(|b| {
-                Node::new(b.address.clone(), b.weight)
+                Node::new(b.server.clone(), b.weight)
                     .with_down(b.down)
                     .with_labels(b.labels.iter().cloned())
             })
             .collect();
-        let ring = build_ring(v, nodes.clone(), v.ring, "ring")?;
+        let ring = build_ring(v, &backends, nodes.clone(), v.ring, "ring")?;
         let mut table = match (&v.new_ring, &c.migration) {
             (Some(settings), Some(m)) => {
-                let new = build_ring(v, nodes, *settings, "migration.ring")?;
+                let new = build_ring(v, &backends, nodes, *settings, "migration.ring")?;
                 let mut rollout = Rollout::new(m.global_bp)
                     .map_err(|e| v.error("migration.global_bp", e.to_string()))?;
                 for (name, bp) in &m.scopes {
@@ -85,8 +110,7 @@ impl Plan {
         }
         Ok(Plan {
             table,
-            backends: c.backends.clone(),
-            addrs: v.addrs.clone(),
+            backends,
             rules,
             key: v.key.clone(),
             scope: c.migration.as_ref().and_then(|m| m.scope.clone()),
@@ -95,9 +119,51 @@ impl Plan {
     }
 }
 
+/// The static backends in configuration order, then the discovered ones
+/// (sorted by their string) that are not already there: a discovered
+/// address that is a static backend's is that backend, and a string seen
+/// twice is one backend (the first source's).
+fn union(v: &Validated, discovered: &[crate::Discovered]) -> Vec<PlannedBackend> {
+    let mut out: Vec<PlannedBackend> = v
+        .config
+        .backends
+        .iter()
+        .zip(&v.addrs)
+        .map(|(b, &addr)| PlannedBackend {
+            server: b.address.clone(),
+            addr,
+            weight: b.weight,
+            labels: b.labels.clone(),
+            down: b.down,
+            overrides: Some(b.clone()),
+            source: None,
+        })
+        .collect();
+    let static_addrs: HashSet<SocketAddr> = v.addrs.iter().copied().collect();
+    let mut servers: HashSet<String> = out.iter().map(|b| b.server.clone()).collect();
+    let mut found: Vec<&crate::Discovered> = discovered.iter().collect();
+    found.sort_by(|a, b| (&a.server, a.source).cmp(&(&b.server, b.source)));
+    for d in found {
+        if static_addrs.contains(&d.addr) || !servers.insert(d.server.clone()) {
+            continue;
+        }
+        out.push(PlannedBackend {
+            server: d.server.clone(),
+            addr: d.addr,
+            weight: d.weight,
+            labels: d.labels.clone(),
+            down: false,
+            overrides: None,
+            source: Some(d.source),
+        });
+    }
+    out
+}
+
 /// Builds one ring, naming the key at fault on error.
 fn build_ring(
     v: &Validated,
+    backends: &[PlannedBackend],
     nodes: Vec<Node>,
     settings: RingSettings,
     section: &str,
@@ -107,7 +173,12 @@ fn build_ring(
         .map(Arc::new)
         .map_err(|e| {
             let key = match &e {
-                ketama::Error::TooManyPoints { index, .. } => format!("backends[{index}].weight"),
+                ketama::Error::TooManyPoints { index, .. } => {
+                    match backends.get(*index).and_then(|b| b.source) {
+                        Some(src) => format!("discovery[{src}].weight"),
+                        None => format!("backends[{index}].weight"),
+                    }
+                }
                 ketama::Error::TooManyNodesForCompat { .. } => format!("{section}.compat"),
                 ketama::Error::TooManyNodesForLayout { .. } => format!("{section}.layout"),
                 ketama::Error::TooManyLabels { .. } => "backends".to_string(),

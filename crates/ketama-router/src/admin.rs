@@ -51,13 +51,18 @@ pub fn status(app: &App) -> Value {
         .iter()
         .zip(&plan.backends)
         .map(|(b, cfg)| {
-            json!({
+            let mut v = json!({
                 "server": b.server,
                 "weight": cfg.weight,
                 "labels": cfg.labels,
                 "down": cfg.down,
                 "healthy": b.health.is_healthy(),
-            })
+            });
+            if let Some(src) = cfg.source {
+                v["address"] = json!(b.addr.to_string());
+                v["discovered_by"] = json!(src);
+            }
+            v
         })
         .collect();
     let ring = |r: &ketama::Ring| {
@@ -99,6 +104,7 @@ pub fn status(app: &App) -> Value {
         "build_ms": plan.build_ms,
         "reloads": {"ok": ok, "rejected": rejected},
         "restart_needed": app.restart_needed(),
+        "discovery": app.discovery.status(&state.validated),
         "pid": std::process::id(),
     })
 }

@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use arc_swap::ArcSwap;
 use ketama_config::{ConfigError, Validated};
 
+use crate::discovery::DiscoveryState;
 use crate::health::HealthRegistry;
 use crate::metrics::Metrics;
 use crate::state::RoutingState;
@@ -18,6 +19,8 @@ pub struct App {
     pub health: HealthRegistry,
     /// Counters, never reset while the process runs.
     pub metrics: Metrics,
+    /// What the discovery sources found, kept across reloads.
+    pub discovery: DiscoveryState,
     /// Where reloads read the config from (`None`: the built-in demo text).
     pub config_path: Option<std::path::PathBuf>,
     /// The demo's config text, for reloads without a file.
@@ -52,20 +55,36 @@ pub fn fixed_settings(v: &Validated) -> Vec<(&'static str, String)> {
 }
 
 impl App {
-    /// Builds the app from a validated config.
+    /// Builds the app from a validated config, without discovered backends.
     pub fn new(
         v: Validated,
         config_path: Option<std::path::PathBuf>,
         config_text: Option<String>,
     ) -> Result<Self, ConfigError> {
+        Self::with_discovery(v, config_path, config_text, DiscoveryState::default())
+    }
+
+    /// Builds the app from a validated config and what its discovery
+    /// sources found so far.
+    pub fn with_discovery(
+        v: Validated,
+        config_path: Option<std::path::PathBuf>,
+        config_text: Option<String>,
+        discovery: DiscoveryState,
+    ) -> Result<Self, ConfigError> {
         let (health, metrics) = (HealthRegistry::default(), Metrics::default());
+        for (source, result, n) in discovery.resolution_counts() {
+            metrics.discovery_resolved(&source, result, n);
+        }
         let fixed = fixed_settings(&v);
-        let state = RoutingState::build(v, &health, &metrics)?;
+        let discovered = discovery.discovered(&v);
+        let state = RoutingState::build(v, &health, &metrics, &discovered)?;
         crate::memory::return_free_memory();
         Ok(App {
             state: ArcSwap::from_pointee(state),
             health,
             metrics,
+            discovery,
             config_path,
             config_text,
             fixed,

@@ -286,21 +286,11 @@ impl AsyncRead for Timed {
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
         let phase = this.clock.phase.load(Relaxed);
-        let deadline = if phase == OPEN {
-            None
-        } else {
-            this.clock.deadline()
-        };
-        if let Some(d) = deadline {
-            if Instant::now() >= d {
-                return this.expire(cx, phase);
-            }
-        }
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
                 let new = &buf.filled()[before..];
-                if !new.is_empty() {
+                if !new.is_empty() && phase != OPEN {
                     let mut phase = phase;
                     if phase == IDLE {
                         // The next request's first byte: its head's deadline starts.
@@ -327,16 +317,26 @@ impl AsyncRead for Timed {
                 Poll::Ready(Ok(()))
             }
             Poll::Pending => {
-                let Some(d) = deadline else {
+                if phase == OPEN {
+                    return Poll::Pending;
+                }
+                let Some(d) = this.clock.deadline() else {
                     return Poll::Pending;
                 };
-                if this.armed_for != Some(d) {
-                    this.sleep.as_mut().reset(tokio::time::Instant::from_std(d));
-                    this.armed_for = Some(d);
-                }
-                match this.sleep.as_mut().poll(cx) {
-                    Poll::Ready(()) => this.expire(cx, phase),
-                    Poll::Pending => Poll::Pending,
+                // The timer is re-armed only when the deadline moved earlier
+                // than it, or when it fires before the deadline: on a busy
+                // kept-alive connection, whose deadlines keep moving later,
+                // that is once per timeout period, not once per request.
+                loop {
+                    if this.armed_for.is_none_or(|a| a > d) {
+                        this.sleep.as_mut().reset(tokio::time::Instant::from_std(d));
+                        this.armed_for = Some(d);
+                    }
+                    match this.sleep.as_mut().poll(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(()) if Instant::now() >= d => return this.expire(cx, phase),
+                        Poll::Ready(()) => this.armed_for = None,
+                    }
                 }
             }
             other => other,

@@ -9,6 +9,8 @@
 //!   failure, 502 when none is left;
 //! - [`state`]: the routing state a request uses, swapped whole on reload;
 //!   [`app`]: the shared root holding it and what survives reloads;
+//! - [`discovery`]: backends from DNS (SRV, A/AAAA), re-resolved, a change
+//!   rebuilt off the request path;
 //! - [`health`] (active checks), [`reload`] (SIGHUP and `POST /reload`),
 //!   [`admin`] (the admin API), [`metrics`] (counters and their
 //!   exposition);
@@ -37,6 +39,7 @@ pub mod admin;
 pub mod app;
 pub mod conn;
 pub mod demo;
+pub mod discovery;
 pub mod framing;
 pub mod health;
 pub mod memory;

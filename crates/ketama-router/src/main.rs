@@ -102,7 +102,7 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
                 for w in &v.warnings {
                     eprintln!("ketama-router: warning: {w}");
                 }
-                let plan = ketama_config::Plan::build(&v)?;
+                let plan = ketama_config::Plan::build(&v, &[])?;
                 let rings: Vec<String> = plan
                     .table
                     .versions()
@@ -116,8 +116,21 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
                         )
                     })
                     .collect();
+                let sources = if v.discovery.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        ", {} discovery sources not resolved ({})",
+                        v.discovery.len(),
+                        v.discovery
+                            .iter()
+                            .map(|d| d.id())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                };
                 println!(
-                    "config OK: {} backends, {} label rules, rings built ({}); checked offline, nothing contacted",
+                    "config OK: {} static backends{sources}, {} label rules, rings built ({}); checked offline, nothing contacted",
                     plan.backends.len(),
                     plan.rules.len(),
                     rings.join("; ")

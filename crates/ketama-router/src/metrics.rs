@@ -68,6 +68,9 @@ pub struct Metrics {
     build_seconds: Gauge<f64, AtomicU64>,
     healthy: Family<Labels, Gauge>,
     resident: Gauge,
+    resolutions: Family<Labels, Counter>,
+    discovered: Family<Labels, Gauge>,
+    moved_share: Gauge<f64, AtomicU64>,
 }
 
 fn histogram() -> Histogram {
@@ -149,6 +152,24 @@ impl Default for Metrics {
             "Resident memory of the router",
             resident.clone(),
         );
+        let resolutions = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_discovery_resolutions",
+            "DNS resolutions of each discovery source by result (ok, timeout, servfail, nxdomain, empty, error)",
+            resolutions.clone(),
+        );
+        let discovered = Family::<Labels, Gauge>::default();
+        registry.register(
+            "ketama_discovery_backends",
+            "Backends each discovery source contributes now",
+            discovered.clone(),
+        );
+        let moved_share = Gauge::<f64, AtomicU64>::default();
+        registry.register(
+            "ketama_ring_moved_share",
+            "Share of the keyspace whose backend the last discovered change moved",
+            moved_share.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -162,6 +183,9 @@ impl Default for Metrics {
             build_seconds,
             healthy,
             resident,
+            resolutions,
+            discovered,
+            moved_share,
         }
     }
 }
@@ -210,6 +234,16 @@ impl Metrics {
             .inc();
     }
 
+    /// Counts `n` resolutions of a discovery source with a result.
+    pub fn discovery_resolved(&self, source: &str, result: &'static str, n: u64) {
+        self.resolutions
+            .get_or_create(&vec![
+                ("source", source.to_string()),
+                ("result", result.to_string()),
+            ])
+            .inc_by(n);
+    }
+
     /// Renders every metric, gauges read from the current state.
     pub fn render(&self, app: &App) -> String {
         let state = app.state();
@@ -238,6 +272,13 @@ impl Metrics {
                 .set(b.health.is_healthy() as i64);
         }
         self.resident.set(resident_bytes() as i64);
+        self.discovered.clear();
+        for (source, n) in app.discovery.backend_counts(&state.validated) {
+            self.discovered
+                .get_or_create(&vec![("source", source)])
+                .set(n as i64);
+        }
+        self.moved_share.set(app.discovery.moved_share());
         let mut s = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut s, &self.registry);

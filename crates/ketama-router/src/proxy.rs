@@ -142,8 +142,17 @@ impl ProxyHttp for Router {
             session.set_keepalive(None);
             return Err(Error::explain(ErrorType::HTTPStatus(r.status), r.reason));
         }
-        // Between two reads of the body (Pingora's per-read timeout).
-        session.set_read_timeout(Some(Duration::from_millis(server.client_body_timeout_ms)));
+        // Between two reads of the body (Pingora's per-read timeout; a
+        // request without a body needs no timer).
+        let req = session.req_header();
+        let has_body = req.headers.contains_key(http::header::TRANSFER_ENCODING)
+            || req
+                .headers
+                .get(http::header::CONTENT_LENGTH)
+                .is_some_and(|v| v.as_bytes() != b"0");
+        if has_body {
+            session.set_read_timeout(Some(Duration::from_millis(server.client_body_timeout_ms)));
+        }
         // The request keeps the state it started with, whatever reloads do.
         ctx.state = Some(state);
         Ok(())

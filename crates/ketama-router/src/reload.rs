@@ -30,7 +30,8 @@ impl App {
                 tracing::warn!("{w}");
             }
             let restart = self.note_restart_needed(&v);
-            let state = RoutingState::build(v, &self.health, &self.metrics)?;
+            let discovered = self.discovery.discovered(&v);
+            let state = RoutingState::build(v, &self.health, &self.metrics, &discovered)?;
             self.swap(state);
             crate::memory::return_free_memory();
             Ok(restart)

@@ -16,6 +16,7 @@ use pingora::services::listening::Service;
 use crate::admin::Admin;
 use crate::app::App;
 use crate::conn::Guarded;
+use crate::discovery::DiscoveryState;
 use crate::health::HealthChecker;
 use crate::proxy::Router;
 use crate::reload::SighupReloader;
@@ -140,8 +141,11 @@ pub fn build(
     for w in &v.warnings {
         tracing::warn!("{w}");
     }
-    let app =
-        Arc::new(App::new(v, config_path, config_text).context("cannot build the routing state")?);
+    let discovery = discover_at_start(&v)?;
+    let app = Arc::new(
+        App::with_discovery(v, config_path, config_text, discovery)
+            .context("cannot build the routing state")?,
+    );
 
     let proxy = pingora::proxy::http_proxy(&server.configuration, Router { app: app.clone() });
     let mut proxy = Service::new(
@@ -163,6 +167,10 @@ pub fn build(
         HealthChecker { app: app.clone() },
     ));
     server.add_service(background_service(
+        "dns discovery",
+        crate::discovery::Discovery { app: app.clone() },
+    ));
+    server.add_service(background_service(
         "sighup reload",
         SighupReloader {
             app: app.clone(),
@@ -170,6 +178,46 @@ pub fn build(
         },
     ));
     Ok((server, app))
+}
+
+/// Resolves the config's discovery sources once before the first
+/// routing state is built. A source that fails is logged and the router
+/// starts with the rest; with no backend at all it refuses to start,
+/// unless a source says `wait_for_discovery`: then it asks again until one
+/// answers.
+fn discover_at_start(v: &Validated) -> anyhow::Result<DiscoveryState> {
+    let state = DiscoveryState::default();
+    if v.discovery.is_empty() {
+        return Ok(state);
+    }
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start a runtime for DNS discovery")?;
+    let wait = v.discovery.iter().any(|d| d.wait);
+    let retry = v
+        .discovery
+        .iter()
+        .map(|d| d.min_interval)
+        .min()
+        .unwrap_or_default();
+    loop {
+        rt.block_on(crate::discovery::resolve_all(&state, v));
+        let found = state.discovered(v).len();
+        if found > 0 || !v.config.backends.is_empty() {
+            tracing::info!(discovered = found, "discovery at start");
+            return Ok(state);
+        }
+        if !wait {
+            anyhow::bail!(
+                "{}: no backends: no [[backends]] and no discovery source answered ({}); fix the sources, add static backends, or set wait_for_discovery = true to wait for them",
+                v.file,
+                v.discovery.iter().map(|d| d.id()).collect::<Vec<_>>().join("; ")
+            );
+        }
+        tracing::warn!("no backends yet; waiting for discovery (wait_for_discovery = true)");
+        std::thread::sleep(retry);
+    }
 }
 
 /// Pingora's own signal watch (SIGQUIT upgrade, SIGTERM graceful, SIGINT

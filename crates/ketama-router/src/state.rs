@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use http::HeaderName;
-use ketama_config::{ConfigError, KeySource, Matcher, Plan, Validated};
+use ketama_config::{ConfigError, Discovered, KeySource, Matcher, Plan, Validated};
 
 use crate::health::{Health, HealthRegistry};
 use crate::metrics::{BackendMetrics, Metrics};
@@ -84,34 +84,48 @@ pub struct RoutingState {
 }
 
 impl RoutingState {
-    /// Builds the plan (rings, requirements) of a validated config and
-    /// attaches each backend's health and counters.
+    /// Builds the plan (rings, requirements) of a validated config and the
+    /// backends its discovery sources found, and attaches each backend's
+    /// health and counters.
     pub fn build(
         v: Validated,
         health: &HealthRegistry,
         metrics: &Metrics,
+        discovered: &[Discovered],
     ) -> Result<Self, ConfigError> {
-        let plan = Plan::build(&v)?;
+        let plan = Plan::build(&v, discovered)?;
         let server = &v.config.server;
         let ms = Duration::from_millis;
         let backends = plan
             .backends
             .iter()
-            .zip(&plan.addrs)
-            .map(|(b, &addr)| Backend {
-                server: b.address.clone(),
-                addr,
-                health: health.get(&b.address),
-                metrics: metrics.backend(&b.address),
-                header: http::HeaderValue::from_str(&b.address)
-                    .expect("a socket address is a valid header value"),
-                limits: BackendLimits {
-                    connect_timeout: ms(b.connect_timeout_ms.unwrap_or(server.connect_timeout_ms)),
-                    read_timeout: ms(b.read_timeout_ms.unwrap_or(server.read_timeout_ms)),
-                    write_timeout: ms(b.write_timeout_ms.unwrap_or(server.write_timeout_ms)),
-                    max_fails: b.max_fails.unwrap_or(server.max_fails),
-                    fail_timeout: ms(b.fail_timeout_ms.unwrap_or(server.fail_timeout_ms)),
-                },
+            .map(|b| {
+                let own = b.overrides.as_ref();
+                Backend {
+                    server: b.server.clone(),
+                    addr: b.addr,
+                    health: health.get(&b.server),
+                    metrics: metrics.backend(&b.server),
+                    // Server strings are addresses or DNS names: valid
+                    // header values; anything else gets none.
+                    header: http::HeaderValue::from_str(&b.server)
+                        .unwrap_or_else(|_| http::HeaderValue::from_static("-")),
+                    limits: BackendLimits {
+                        connect_timeout: ms(own
+                            .and_then(|o| o.connect_timeout_ms)
+                            .unwrap_or(server.connect_timeout_ms)),
+                        read_timeout: ms(own
+                            .and_then(|o| o.read_timeout_ms)
+                            .unwrap_or(server.read_timeout_ms)),
+                        write_timeout: ms(own
+                            .and_then(|o| o.write_timeout_ms)
+                            .unwrap_or(server.write_timeout_ms)),
+                        max_fails: own.and_then(|o| o.max_fails).unwrap_or(server.max_fails),
+                        fail_timeout: ms(own
+                            .and_then(|o| o.fail_timeout_ms)
+                            .unwrap_or(server.fail_timeout_ms)),
+                    },
+                }
             })
             .collect();
         let header = |name: &str, key: &str| {

@@ -86,7 +86,7 @@ fn routing_a_request_allocates_nothing() {
         "source = \"header\"\nheader = \"x-cache-key\"",
     ] {
         let v = ketama_config::parse(&config(key), "alloc.toml").unwrap();
-        let state = RoutingState::build(v, &health, &metrics).unwrap();
+        let state = RoutingState::build(v, &health, &metrics, &[]).unwrap();
         // Some backends are out: the walk passes over them.
         for b in state.backends.iter().step_by(3) {
             b.health.record(false, 1, 1);
