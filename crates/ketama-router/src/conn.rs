@@ -62,6 +62,8 @@ pub struct Guarded<A> {
     /// The limit when the config sets none (derived from the file limit).
     default_max_connections: usize,
     open: AtomicUsize,
+    /// Connections reading a request head now (see `cleanup`).
+    heads: Arc<AtomicUsize>,
     app: Arc<App>,
 }
 
@@ -72,6 +74,7 @@ impl<A> Guarded<A> {
             inner: Arc::new(inner),
             default_max_connections,
             open: AtomicUsize::new(0),
+            heads: Arc::new(AtomicUsize::new(0)),
             app,
         }
     }
@@ -117,7 +120,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
             self.app.metrics.client_error("connection_limit");
             return None;
         }
-        let clock = Arc::new(Clock::new(limits));
+        let clock = Arc::new(Clock::new(limits, self.heads.clone()));
         let mut session = ServerSession::new_http1(Box::new(Timed::new(stream, clock.clone())));
         // The deadlines are the Timed stream's; Pingora's own idle timer
         // stays out of the way ("0": no timeout of its own).
@@ -139,7 +142,16 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         None
     }
 
+    /// At shutdown (after the listeners stopped accepting), Pingora aborts
+    /// every connection still waiting for a request head. A connection
+    /// accepted just before, whose request is on its way, would lose it:
+    /// first let the heads being read arrive (at most 2 s), then abort the
+    /// rest. This is what makes a graceful upgrade drop nothing.
     async fn cleanup(&self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.heads.load(Relaxed) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         self.inner.http_cleanup().await;
     }
 }
@@ -164,16 +176,31 @@ pub struct Clock {
     deadline_ns: AtomicU64,
     /// Why the connection's last head was refused, if it was.
     refused: AtomicU8,
+    /// Connections in the head phase, of the whole service; this one
+    /// counts in it while `in_head`.
+    heads: Arc<AtomicUsize>,
+    in_head: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Clock {
+    fn drop(&mut self) {
+        if *self.in_head.get_mut() {
+            self.heads.fetch_sub(1, Relaxed);
+        }
+    }
 }
 
 impl Clock {
-    fn new(limits: Limits) -> Self {
+    fn new(limits: Limits, heads: Arc<AtomicUsize>) -> Self {
+        heads.fetch_add(1, Relaxed);
         Clock {
             limits,
             phase: AtomicU8::new(HEAD),
             base: Instant::now(),
             deadline_ns: AtomicU64::new(limits.header_timeout.as_nanos() as u64),
             refused: AtomicU8::new(0),
+            heads,
+            in_head: std::sync::atomic::AtomicBool::new(true),
         }
     }
 
@@ -181,6 +208,14 @@ impl Clock {
         let ns = deadline.map_or(0, |d| d.duration_since(self.base).as_nanos().max(1) as u64);
         self.deadline_ns.store(ns, Relaxed);
         self.phase.store(phase, Relaxed);
+        let head = phase == HEAD;
+        if self.in_head.swap(head, Relaxed) != head {
+            if head {
+                self.heads.fetch_add(1, Relaxed);
+            } else {
+                self.heads.fetch_sub(1, Relaxed);
+            }
+        }
     }
 
     /// Between requests: the keep-alive deadline runs.

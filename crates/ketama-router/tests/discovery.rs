@@ -292,9 +292,10 @@ fn an_address_change_moves_no_key_and_dns_faults_keep_the_last_set() {
 
     // cache-3 moves to another address (same port): same backend string,
     // no key moves, and its requests reach the new address.
+    // (The new origin starts first and the old one stops once the router
+    // has switched, as an operator would move a machine.)
     let port = origins[3].addr().port();
-    origins[3].kill();
-    origins[3] = Origin::start_on(TcpListener::bind(("127.0.0.2", port)).unwrap(), 3).unwrap();
+    let moved = Origin::start_on(TcpListener::bind(("127.0.0.2", port)).unwrap(), 3).unwrap();
     records[3].1 = "127.0.0.2";
     dns.serve(&records);
     wait_for(Duration::from_secs(10), || {
@@ -302,6 +303,8 @@ fn an_address_change_moves_no_key_and_dns_faults_keep_the_last_set() {
             .iter()
             .any(|(_, addr, _)| addr == &format!("127.0.0.2:{port}"))
     });
+    origins[3].kill();
+    origins[3] = moved;
     assert_eq!(routes(&r, &us), before);
     let served = origins[3].served();
     assert!(served > 0, "the new address serves cache-3's keys");
