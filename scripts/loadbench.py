@@ -5,7 +5,7 @@ LoadBalancer<KetamaHashing>, given every fair setting) and nginx, over
 loopback origins served by one nginx worker. Prints markdown tables.
 
 Arguments: BIN_DIR SECONDS ROUNDS SECTIONS (comma-separated of throughput,
-alloc, scale, flood).
+alloc, balance, scale, flood).
 """
 
 import atexit
@@ -146,7 +146,7 @@ http {{ access_log off; keepalive_requests 1000000;
     return p
 
 
-def router_config(port, admin, threads, backends=None, server_extra="", health=True):
+def router_config(port, admin, threads, backends=None, server_extra="", health=True, extra=""):
     lines = [
         "[server]",
         f'listen = ["127.0.0.1:{port}"]',
@@ -160,6 +160,7 @@ def router_config(port, admin, threads, backends=None, server_extra="", health=T
         "[health]",
         'path = "/"' if health else "enabled = false",
     ]
+    lines.append(extra)
     for b in backends or [(o, 1) for o in ORIGINS]:
         lines += ["[[backends]]", f'address = "{b[0]}"', f"weight = {b[1]}"]
     return "\n".join(lines) + "\n"
@@ -229,14 +230,27 @@ def spread(v, fmt="{:.0f}"):
     return f"{fmt.format(min(v))}-{fmt.format(max(v))}"
 
 
-def interleaved(specs, threads):
+def cpu_seconds(pid):
+    """User plus system CPU seconds of a process so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def interleaved(specs, threads, pids=None):
     """specs: [(name, port)]; each round runs every proxy once, rotating the
-    order. Returns {name: [(rps, p50, p99), ...]}."""
+    order. Returns {name: [(rps, p50, p99, cpu_us_per_request), ...]}; the
+    last is the proxy's own CPU per request when `pids` gives its process
+    (None otherwise): less noisy than requests/s on a shared machine."""
     res = {name: [] for name, _ in specs}
     for r in range(ROUNDS):
         order = specs[r % len(specs):] + specs[:r % len(specs)]
         for name, port in order:
-            res[name].append(wrk(port, threads))
+            pid = (pids or {}).get(name)
+            c0 = cpu_seconds(pid) if pid else None
+            rps, p50, p99 = wrk(port, threads)
+            cpu = (cpu_seconds(pid) - c0) * 1e6 / (rps * DUR) if pid else None
+            res[name].append((rps, p50, p99, cpu))
         log(f"  round {r + 1}/{ROUNDS}")
     return res
 
@@ -244,13 +258,19 @@ def interleaved(specs, threads):
 def table(res, ref, other=None):
     """A row per proxy: medians and spread; the router-to-this ratio per
     round (median, min-max) against `ref` rows."""
-    print("| proxy | requests/s (median) | spread (min-max) | p50 ms | p99 ms | ketama-router / this (median, min-max) |")
-    print("|---|---:|---:|---:|---:|---:|")
+    cpu = all(r[3] is not None for runs in res.values() for r in runs)
+    extra = " CPU us/request (median, min-max) |" if cpu else ""
+    print(f"| proxy | requests/s (median) | spread (min-max) | p50 ms | p99 ms | {ref} / this (median, min-max) |{extra}")
+    print("|---|---:|---:|---:|---:|---:|" + ("---:|" if cpu else ""))
     for name, runs in res.items():
         rps = [r[0] for r in runs]
         ratios = [a[0] / b[0] for a, b in zip(res[ref], runs)]
         rt = "-" if name == ref else f"{med(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
-        print(f"| {name} | {med(rps):.0f} | {spread(rps)} | {med([r[1] for r in runs]):.3f} | {med([r[2] for r in runs]):.3f} | {rt} |")
+        c = ""
+        if cpu:
+            us = [r[3] for r in runs]
+            c = f" {med(us):.1f} ({min(us):.1f}-{max(us):.1f}) |"
+        print(f"| {name} | {med(rps):.0f} | {spread(rps)} | {med([r[1] for r in runs]):.3f} | {med([r[2] for r in runs]):.3f} | {rt} |{c}")
     print()
 
 
@@ -296,6 +316,23 @@ def alloc():
     table(res, "ketama-router, jemalloc (default)")
     for p in ps:
         stop(p)
+
+
+def balance():
+    """Bounded loads' cost: the router with [balance] factor = 125 against
+    the same router without, at one and two workers."""
+    for workers in (1, 2):
+        log(f"balance, {workers} worker(s)")
+        base = 18300 + 10 * workers
+        ps = [router(base, workers)[0], router(base + 1, workers, extra="[balance]\nfactor = 125")[0]]
+        specs = [("ketama-router, balance off", base), ("ketama-router, balance factor = 125", base + 1)]
+        pids = {name: p.pid for (name, _), p in zip(specs, ps)}
+        time.sleep(1)
+        res = interleaved(specs, workers, pids)
+        print(f"### Bounded loads, {workers} worker{'s' if workers > 1 else ''} (wrk -t{workers} -c{CONNS}, {DUR} s x {ROUNDS} interleaved rounds)\n")
+        table(res, "ketama-router, balance factor = 125")
+        for p in ps:
+            stop(p)
 
 
 def mix(i):
@@ -449,5 +486,5 @@ nginx_origins()
 print(f"Machine: {os.cpu_count()} CPUs ({open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}); "
       f"wrk, the proxies and the origins share them. {DUR} s per run.\n")
 for section in SECTIONS:
-    {"throughput": throughput, "alloc": alloc, "scale": scale, "flood": flood}[section]()
+    {"throughput": throughput, "alloc": alloc, "balance": balance, "scale": scale, "flood": flood}[section]()
 print("done")

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Load benchmark of ketama-router against stock Pingora and nginx, all in one
 # invocation: throughput and latency at one and two workers (interleaved
-# rounds, medians and spread), the global allocator's effect, the 10,000
-# backend scale (RSS, start, reload, p99 during reloads, admin API), and RSS
-# after a connection flood. Prints markdown tables.
+# rounds, medians and spread), the global allocator's effect, the cost of
+# bounded loads (factor 125 against off), the 10,000 backend scale (RSS,
+# start, reload, p99 during reloads, admin API), and RSS after a connection
+# flood. Prints markdown tables.
 #
 # Usage: scripts/loadbench.sh [SECONDS_PER_RUN] [ROUNDS] [SECTIONS]
-#   defaults: 10 s, 5 rounds, all sections (throughput,alloc,scale,flood).
+#   defaults: 10 s, 5 rounds, all sections (throughput,alloc,balance,scale,flood).
 # Needs nginx and wrk (Debian: apt-get install nginx wrk; installed here when
 # run as root and missing), cargo and python3. Loopback only.
 set -euo pipefail
@@ -37,4 +38,4 @@ build stock-system --example=stock_pingora --no-default-features
 build rebuild --example=stock_rebuild --no-default-features
 build stock-jemalloc --example=stock_pingora
 build router --bin=ketama-router
-exec python3 scripts/loadbench.py "$BIN" "${1:-10}" "${2:-5}" "${3:-throughput,alloc,scale,flood}"
+exec python3 scripts/loadbench.py "$BIN" "${1:-10}" "${2:-5}" "${3:-throughput,alloc,balance,scale,flood}"

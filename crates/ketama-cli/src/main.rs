@@ -14,6 +14,7 @@ mod migrate_plan;
 mod plot;
 mod recommend;
 mod route;
+mod simulate;
 mod sweep;
 
 /// Counts heap bytes only while `ketama bench` measures (see `bench::alloc`).
@@ -48,6 +49,9 @@ enum Command {
     /// For each rollout step (basis points), the expected share of keys
     /// whose server changes against the old ring.
     MigratePlan(migrate_plan::MigratePlanArgs),
+    /// Replay a workload with bounded loads at several balance factors:
+    /// max load / average, own-node share, spills, moved keys.
+    Simulate(simulate::SimulateArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,6 +64,7 @@ fn main() -> ExitCode {
         Command::Recommend(a) => recommend::run(a),
         Command::Diff(a) => diff::run(a),
         Command::MigratePlan(a) => migrate_plan::run(a),
+        Command::Simulate(a) => simulate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -35,6 +35,17 @@ pub struct Config {
     /// Active health checks.
     #[serde(default)]
     pub health: HealthSection,
+    /// Bounded loads (absent: off).
+    pub balance: Option<BalanceSection>,
+}
+
+/// `[balance]`: consistent hashing with bounded loads.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct BalanceSection {
+    /// How far above the average in-flight load a backend may go, in
+    /// percent (125: 1.25x; 100 to 1000).
+    pub factor: u32,
 }
 
 /// `[server]`.

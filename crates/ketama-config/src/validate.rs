@@ -69,6 +69,8 @@ pub struct Validated {
     pub warnings: Vec<String>,
     /// `[[discovery]]` sources.
     pub discovery: Vec<DiscoverySource>,
+    /// `[balance] factor`, parsed (`None`: bounded loads off).
+    pub balance: Option<ketama::load::BalanceFactor>,
 }
 
 impl Validated {
@@ -305,6 +307,13 @@ fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
         }
     };
     let discovery = discovery_sources(&config, file)?;
+    let balance = match &config.balance {
+        None => None,
+        Some(b) => Some(
+            ketama::load::BalanceFactor::new(b.factor)
+                .map_err(|e| err(file, "balance.factor", e.to_string()))?,
+        ),
+    };
     if config.backends.is_empty() && discovery.is_empty() {
         return Err(err(
             file,
@@ -405,6 +414,7 @@ fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
         rules,
         warnings,
         discovery,
+        balance,
         config,
     })
 }

@@ -29,6 +29,9 @@ fn a_minimal_config_gets_defaults() {
     );
     assert_eq!(v.token.as_deref(), Some("t"));
     assert_eq!(v.config.server.grace_period_seconds, 1);
+    assert_eq!(v.balance, None, "bounded loads are off unless asked for");
+    let on = parse(&format!("{BASE}\n[balance]\nfactor = 125\n"), "r.toml").unwrap();
+    assert_eq!(on.balance.map(|f| f.percent()), Some(125));
 }
 
 #[test]
@@ -57,6 +60,18 @@ fn errors_name_file_and_key() {
         (
             "[ring]\npoint_multiple = 0\n",
             "r.toml: ring.point_multiple",
+        ),
+        (
+            "[balance]\nfactor = 99\n",
+            "r.toml: balance.factor: balance factor 99 is out of range",
+        ),
+        (
+            "[balance]\nfactor = 1001\n",
+            "r.toml: balance.factor: balance factor 1001 is out of range",
+        ),
+        (
+            "[balance]\nfactr = 125\n",
+            "r.toml: line 9 (balance.factr): unknown field `factr`, expected `factor`",
         ),
         (
             "[key]\nsource = \"cookie\"\n",

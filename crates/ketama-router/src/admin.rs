@@ -46,11 +46,13 @@ fn json_response(code: u16, v: Value) -> http::Response<Vec<u8>> {
 pub fn status(app: &App) -> Value {
     let state = app.state();
     let plan = &state.plan;
+    let total_weight = state.serving_weight(None, Version::Only);
     let backends: Vec<Value> = state
         .backends
         .iter()
         .zip(&plan.backends)
-        .map(|(b, cfg)| {
+        .enumerate()
+        .map(|(i, (b, cfg))| {
             let mut v = json!({
                 "server": b.server,
                 "weight": cfg.weight,
@@ -61,6 +63,13 @@ pub fn status(app: &App) -> Value {
             if let Some(src) = cfg.source {
                 v["address"] = json!(b.addr.to_string());
                 v["discovered_by"] = json!(src);
+            }
+            if let Some(bal) = &state.balance {
+                v["in_flight"] = json!(bal.loads.load(i));
+                v["bound"] = json!(bal
+                    .factor
+                    .bound(bal.loads.total(), cfg.weight, total_weight));
+                v["spills"] = json!(b.metrics.spills());
             }
             v
         })
@@ -105,6 +114,11 @@ pub fn status(app: &App) -> Value {
         "reloads": {"ok": ok, "rejected": rejected},
         "restart_needed": app.restart_needed(),
         "discovery": app.discovery.status(&state.validated),
+        "balance": state.balance.as_ref().map(|b| json!({
+            "factor": b.factor.percent(),
+            "in_flight": b.loads.total(),
+            "serving_weight": total_weight,
+        })),
         "pid": std::process::id(),
     })
 }

@@ -33,6 +33,7 @@ const CLASSES: [&str; 6] = ["error", "1xx", "2xx", "3xx", "4xx", "5xx"];
 pub struct BackendMetrics {
     by_class: [Counter; 6],
     duration: Histogram,
+    spills: Counter,
 }
 
 impl BackendMetrics {
@@ -42,6 +43,17 @@ impl BackendMetrics {
         let class = (status / 100) as usize;
         self.by_class[if (1..=5).contains(&class) { class } else { 0 }].inc();
         self.duration.observe(seconds);
+    }
+
+    /// Counts a request that found this backend full and went on to the
+    /// next one (bounded loads).
+    pub fn spilled(&self) {
+        self.spills.inc();
+    }
+
+    /// Requests that found this backend full.
+    pub fn spills(&self) -> u64 {
+        self.spills.get()
     }
 
     /// Requests counted under a class (`"2xx"`, `"error"`, ...).
@@ -59,6 +71,7 @@ pub struct Metrics {
     registry: Registry,
     requests: Family<Labels, Counter>,
     durations: Family<Labels, Histogram>,
+    spills: Family<Labels, Counter>,
     lookups: [Counter; 3],
     reloads: [Counter; 2],
     client_errors: Family<Labels, Counter>,
@@ -93,6 +106,12 @@ impl Default for Metrics {
             "ketama_request_duration_seconds",
             "Time from choosing a backend to the end of its response, by backend",
             durations.clone(),
+        );
+        let spills = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_spills",
+            "Requests that found the backend at its load bound and went on in ring order (bounded loads), by the first full backend they passed (the key's own, when healthy)",
+            spills.clone(),
         );
         let client_errors = Family::<Labels, Counter>::default();
         registry.register(
@@ -174,6 +193,7 @@ impl Default for Metrics {
             registry,
             requests,
             durations,
+            spills,
             lookups,
             reloads,
             client_errors,
@@ -203,7 +223,14 @@ impl Metrics {
         let duration = self
             .durations
             .get_or_create_owned(&vec![("backend", server.to_string())]);
-        Arc::new(BackendMetrics { by_class, duration })
+        let spills = self
+            .spills
+            .get_or_create_owned(&vec![("backend", server.to_string())]);
+        Arc::new(BackendMetrics {
+            by_class,
+            duration,
+            spills,
+        })
     }
 
     /// Counts a routing decision made by a ring version.

@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use ketama::load::LoadGuard;
 use ketama::Route;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
@@ -44,6 +45,11 @@ pub struct Ctx {
     exhausted: bool,
     /// The status the backend answered, once its response head arrived.
     upstream_status: Option<u16>,
+    /// Full backends passed over (bounded loads).
+    spills: u32,
+    /// The request's slot on its backend (bounded loads), given back when
+    /// the request ends or moves to another backend.
+    slot: Option<LoadGuard>,
 }
 
 impl Ctx {
@@ -119,6 +125,57 @@ pub fn decide(req: &RequestHeader, state: &RoutingState) -> Result<Route> {
     .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))
 }
 
+/// The `x-ketama-spill` value: static for the common counts (no
+/// allocation), formatted beyond.
+fn spill_header(n: u32) -> http::HeaderValue {
+    const SMALL: [&str; 9] = ["0", "1", "2", "3", "4", "5", "6", "7", "8"];
+    match SMALL.get(n as usize) {
+        Some(s) => http::HeaderValue::from_static(s),
+        None => http::HeaderValue::from(n),
+    }
+}
+
+/// A backend chosen for one attempt.
+#[derive(Debug)]
+pub struct Choice {
+    /// The backend (its index in the routing state).
+    pub node: usize,
+    /// Full backends passed over to reach it (bounded loads).
+    pub spills: u32,
+    /// Its slot in the in-flight counts (bounded loads): hold it until the
+    /// attempt ends.
+    pub slot: Option<LoadGuard>,
+}
+
+/// The route's next healthy backend: the plain failover order, or with
+/// `[balance]` the first one below its load bound (counting a spill on the
+/// first full one). `None` when no backend is left.
+pub fn choose(state: &RoutingState, route: &mut Route) -> Result<Option<Choice>> {
+    let table = &state.plan.table;
+    let healthy = |n: usize| state.backends[n].health.is_healthy();
+    let Some(b) = &state.balance else {
+        return Ok(table.next_where(route, healthy).map(|node| Choice {
+            node,
+            spills: 0,
+            slot: None,
+        }));
+    };
+    let w = state.serving_weight(route.need(), route.version());
+    let placed = table
+        .next_bounded(route, &b.loads, b.factor, w, healthy)
+        .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))?;
+    Ok(placed.map(|p| {
+        if let Some(from) = p.from {
+            state.backends[from].metrics.spilled();
+        }
+        Choice {
+            node: p.node,
+            spills: p.spills,
+            slot: Some(p.guard),
+        }
+    }))
+}
+
 #[async_trait]
 impl ProxyHttp for Router {
     type CTX = Ctx;
@@ -169,8 +226,17 @@ impl ProxyHttp for Router {
         let (Some(state), Some(route)) = (&ctx.state, &mut ctx.route) else {
             unreachable!("set above");
         };
-        let table = &state.plan.table;
-        let Some(n) = table.next_where(route, |n| state.backends[n].health.is_healthy()) else {
+        // A retry's old slot goes back before the next is taken.
+        ctx.slot = None;
+        let chosen = match choose(state, route)? {
+            Some(c) => {
+                ctx.spills += c.spills;
+                ctx.slot = c.slot;
+                Some(c.node)
+            }
+            None => None,
+        };
+        let Some(n) = chosen else {
             ctx.exhausted = true;
             return Err(Error::explain(
                 ErrorType::HTTPStatus(502),
@@ -285,6 +351,9 @@ impl ProxyHttp for Router {
                 "x-ketama-ring",
                 http::HeaderValue::from_static(route.version().name()),
             )?;
+            if ctx.spills > 0 {
+                resp.insert_header("x-ketama-spill", spill_header(ctx.spills))?;
+            }
         }
         Ok(())
     }

@@ -4,8 +4,12 @@
 //! change.
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::Duration;
+
+use ketama::load::{BalanceFactor, LoadTracker};
+use ketama::{Need, Version};
 
 use http::HeaderName;
 use ketama_config::{ConfigError, Discovered, KeySource, Matcher, Plan, Validated};
@@ -79,8 +83,51 @@ pub struct RoutingState {
     pub rules: Vec<RuleMatch>,
     /// Where the key comes from.
     pub key: Key,
+    /// Bounded loads, when `[balance]` is on: the factor, the in-flight
+    /// counts, and the serving weight per (rule, version), cached.
+    pub balance: Option<Balance>,
     /// The config this was built from.
     pub validated: Validated,
+}
+
+/// Bounded loads of one routing state.
+#[derive(Debug)]
+pub struct Balance {
+    /// `c`, in percent.
+    pub factor: BalanceFactor,
+    /// Requests in flight per backend.
+    pub loads: Arc<LoadTracker>,
+    /// Per (rule + 1, version): the healthy eligible weight and when it was
+    /// computed (ms, `health::now_ms`); recomputed at most every 100 ms, as
+    /// health changes.
+    weights: Vec<[(AtomicU64, AtomicU64); 3]>,
+}
+
+/// How long a computed serving weight is used.
+const WEIGHT_FRESH_MS: u64 = 100;
+
+impl RoutingState {
+    /// The total weight of the healthy backends eligible for `need` on a
+    /// version's ring: the `W` of the load bound. `O(1)` but every 100 ms,
+    /// when it is `O(backends)`.
+    pub fn serving_weight(&self, need: Option<Need>, v: Version) -> u64 {
+        let Some(b) = &self.balance else { return 0 };
+        let slot = &b.weights[need
+            .map_or(0, |n| n.index() as usize + 1)
+            .min(b.weights.len() - 1)][v as usize];
+        let now = crate::health::now_ms();
+        let at = slot.1.load(Relaxed);
+        if at != 0 && now.saturating_sub(at) < WEIGHT_FRESH_MS {
+            return slot.0.load(Relaxed);
+        }
+        let w = self
+            .plan
+            .table
+            .serving_weight(need, v, |n| self.backends[n].health.is_healthy());
+        slot.0.store(w, Relaxed);
+        slot.1.store(now, Relaxed);
+        w
+    }
 }
 
 impl RoutingState {
@@ -148,11 +195,19 @@ impl RoutingState {
             KeySource::HostPath => Key::HostPath,
             KeySource::Header(h) => Key::Header(header(h, "key.header")?),
         };
+        let balance = v.balance.map(|factor| Balance {
+            factor,
+            loads: Arc::new(LoadTracker::new(&plan.table)),
+            weights: (0..=plan.rules.len())
+                .map(|_| std::array::from_fn(|_| (AtomicU64::new(0), AtomicU64::new(0))))
+                .collect(),
+        });
         Ok(RoutingState {
             plan,
             backends,
             rules,
             key,
+            balance,
             validated: v,
         })
     }

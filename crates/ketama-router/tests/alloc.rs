@@ -1,7 +1,8 @@
 //! The router's own request path allocates nothing: taking the routing key
 //! (every source), matching a label rule, the routing decision (with a
 //! migration and label requirements), walking failover past unhealthy
-//! backends, the prebuilt header values, counting the request. Counted by a
+//! backends, the bounded-loads placement (which holds its slots), the
+//! prebuilt header values, counting the request. Counted by a
 //! global allocator that counts this thread's allocations while a request
 //! is being routed.
 
@@ -11,7 +12,7 @@ use std::time::Instant;
 
 use ketama_router::health::HealthRegistry;
 use ketama_router::metrics::Metrics;
-use ketama_router::proxy::decide;
+use ketama_router::proxy::{choose, decide};
 use ketama_router::state::RoutingState;
 use pingora::http::RequestHeader;
 
@@ -56,9 +57,9 @@ fn allocations(f: impl FnOnce()) -> u64 {
     ALLOCS.with(Cell::get)
 }
 
-fn config(key: &str) -> String {
+fn config(key: &str, extra: &str) -> String {
     let mut s = format!(
-        "[admin]\nlisten = \"127.0.0.1:9901\"\nauth = false\n\n[key]\n{key}\n\n[ring]\nlayout = \"compact\"\n\n[migration]\nring = {{ compat = \"pingora-v2\", layout = \"compact\", point_multiple = 40 }}\nglobal_bp = 5000\nscope = \"ams\"\n\n[[label_rules]]\nhost = \"eu.example.com\"\nrequire = [\"eu\"]\n\n[[label_rules]]\nheader = \"x-tier\"\nvalue = \"ssd\"\nrequire = [\"ssd\"]\n"
+        "{extra}\n[admin]\nlisten = \"127.0.0.1:9901\"\nauth = false\n\n[key]\n{key}\n\n[ring]\nlayout = \"compact\"\n\n[migration]\nring = {{ compat = \"pingora-v2\", layout = \"compact\", point_multiple = 40 }}\nglobal_bp = 5000\nscope = \"ams\"\n\n[[label_rules]]\nhost = \"eu.example.com\"\nrequire = [\"eu\"]\n\n[[label_rules]]\nheader = \"x-tier\"\nvalue = \"ssd\"\nrequire = [\"ssd\"]\n"
     );
     for i in 0..40 {
         let labels = match i % 3 {
@@ -79,13 +80,15 @@ fn routing_a_request_allocates_nothing() {
     // The counter counts (a vector is one allocation).
     assert_eq!(allocations(|| drop(std::hint::black_box(vec![1u8; 10]))), 1);
     let (health, metrics) = (HealthRegistry::default(), Metrics::default());
-    for key in [
-        "source = \"path_query\"",
-        "source = \"path\"",
-        "source = \"host_path\"",
-        "source = \"header\"\nheader = \"x-cache-key\"",
+    for (key, extra) in [
+        ("source = \"path_query\"", ""),
+        ("source = \"path\"", ""),
+        ("source = \"host_path\"", ""),
+        ("source = \"header\"\nheader = \"x-cache-key\"", ""),
+        // Bounded loads, tight enough that requests spill.
+        ("source = \"path_query\"", "[balance]\nfactor = 125\n"),
     ] {
-        let v = ketama_config::parse(&config(key), "alloc.toml").unwrap();
+        let v = ketama_config::parse(&config(key, extra), "alloc.toml").unwrap();
         let state = RoutingState::build(v, &health, &metrics, &[]).unwrap();
         // Some backends are out: the walk passes over them.
         for b in state.backends.iter().step_by(3) {
@@ -105,17 +108,21 @@ fn routing_a_request_allocates_nothing() {
                 r
             })
             .collect();
-        let route_all = |state: &RoutingState| {
+        // Slots held as a router holds them while requests are in flight
+        // (in a vector allocated beforehand).
+        let mut held = Vec::with_capacity(requests.len());
+        let mut route_all = |state: &RoutingState| {
             let mut chosen = 0usize;
+            held.clear();
             for req in &requests {
                 let mut route = decide(req, state).unwrap();
                 metrics.lookup(route.version());
-                let n = state
-                    .plan
-                    .table
-                    .next_where(&mut route, |n| state.backends[n].health.is_healthy())
+                let c = choose(state, &mut route)
+                    .unwrap()
                     .expect("a healthy eligible backend");
-                let b = &state.backends[n];
+                chosen += c.spills as usize;
+                let b = &state.backends[c.node];
+                held.push(c.slot);
                 let header = b.header.clone();
                 chosen += header.len();
                 b.metrics.count(200, Instant::now().elapsed().as_secs_f64());
@@ -131,8 +138,13 @@ fn routing_a_request_allocates_nothing() {
         assert_eq!(
             n,
             0,
-            "{key}: {n} allocations for {} requests",
+            "{key} {extra}: {n} allocations for {} requests",
             requests.len()
         );
+        if let Some(b) = &state.balance {
+            let spills: u64 = state.backends.iter().map(|b| b.metrics.spills()).sum();
+            assert!(spills > 0, "some requests spilled");
+            assert_eq!(b.loads.total(), requests.len() as u64);
+        }
     }
 }

@@ -27,23 +27,44 @@ struct Dns {
 /// (target number, address, port) of each SRV record.
 type Records = Vec<(usize, &'static str, u16)>;
 
+fn free_udp_port() -> u16 {
+    UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 impl Dns {
+    /// Starts dnsmasq on a free port. A port free for UDP may be taken for
+    /// TCP (by another test's connection), and dnsmasq binds both: if it
+    /// exits at start, another port is tried.
     fn start(records: &Records, ttl: u32) -> Dns {
-        let port = UdpSocket::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
         let mut d = Dns {
-            port,
+            port: free_udp_port(),
             child: None,
             ttl,
         };
-        d.serve(records);
-        d
+        for _ in 0..5 {
+            if d.try_serve(records) {
+                return d;
+            }
+            d.port = free_udp_port();
+        }
+        panic!("dnsmasq did not start on any of 5 ports");
     }
 
+    /// Restarts dnsmasq on its port with these records.
     fn serve(&mut self, records: &Records) {
+        assert!(
+            self.try_serve(records),
+            "dnsmasq did not restart on port {}",
+            self.port
+        );
+    }
+
+    /// Starts dnsmasq and waits until it answers; false if it exited.
+    fn try_serve(&mut self, records: &Records) -> bool {
         self.kill();
         let mut args = vec![
             "--keep-in-foreground".to_string(),
@@ -75,7 +96,23 @@ impl Dns {
             .expect("dnsmasq (Debian: dnsmasq-base; scripts/setup.sh installs it)");
         self.child = Some(child);
         let port = self.port;
-        wait_for(Duration::from_secs(10), || answers(port));
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !answers(port) {
+            let exited = self
+                .child
+                .as_mut()
+                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
+            if exited {
+                self.child = None;
+                return false;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "dnsmasq on port {port} did not answer within 10 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
     }
 
     fn kill(&mut self) {

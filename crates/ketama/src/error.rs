@@ -109,6 +109,10 @@ pub enum Error {
     /// A [`Need`](crate::Need) was used with a table that did not make it.
     #[error("this label requirement was prepared by another route table: prepare it on this table with RouteTable::need")]
     ForeignNeed,
+    /// A [`LoadTracker`](crate::load::LoadTracker) was used with a table
+    /// that did not make it.
+    #[error("this load tracker was made for another route table: make one with LoadTracker::new(&table)")]
+    ForeignTracker,
     /// An error on one ring of a migration.
     #[error("on the {ring} ring: {source}")]
     OnRing {

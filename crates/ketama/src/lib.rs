@@ -54,6 +54,7 @@
 //! | only nodes carrying some labels | [`Requirement`], [`RequirementCache`] ([`subset`] explains how one ring serves every combination) | 1 bit/node (+ a dedicated ring for sparse sets) |
 //! | two rings side by side, rolled out by share and scope | [`Migration`], [`Rollout`] ([`migration`] spells out the per-key decision) | one FNV-1a per key |
 //! | **the whole routing decision** (version, ring, labels, failover) | [`RouteTable::route`] then [`RouteTable::next`] | the above, no allocation |
+//! | no node above `c x` the average load (bounded loads) | [`RouteTable::next_bounded`] with a [`load::LoadTracker`] | one compare-and-swap per node tried |
 //! | shares, CV, diffs between rings, recommendations | [`analysis`] | `O(P)` |
 //!
 //! Routers and tools go through [`RouteTable`]: it is the one place where
@@ -68,6 +69,7 @@ mod compat;
 mod crc;
 mod error;
 pub mod layout;
+pub mod load;
 pub mod migration;
 pub mod mix;
 mod node;

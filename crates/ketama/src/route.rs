@@ -107,7 +107,22 @@ pub struct Route {
     cursor: FailoverCursor,
 }
 
+impl Need {
+    /// Its index among the needs prepared on its table (0, 1, ...).
+    pub fn index(self) -> u32 {
+        self.index
+    }
+}
+
 impl Route {
+    /// The label requirement the route walks under, if any.
+    pub fn need(&self) -> Option<Need> {
+        self.need.map(|index| Need {
+            table: self.table,
+            index,
+        })
+    }
+
     /// The ring version answering this key.
     pub fn version(&self) -> Version {
         self.version
@@ -164,6 +179,24 @@ impl RouteTable {
             new.map(|c| RequirementCache::new(c.ring().clone(), bytes)),
         );
         self
+    }
+
+    /// The table's identity (needs, routes and trackers carry it).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// How many label requirements have been prepared on the table.
+    pub fn need_count(&self) -> usize {
+        self.needs.len()
+    }
+
+    /// The requirement prepared `k`-th, on a version's ring.
+    ///
+    /// # Panics
+    /// If `k` is not below [`need_count`](Self::need_count).
+    pub fn requirement_at(&self, k: usize, v: Version) -> &Requirement {
+        self.prepared(k as u32, v)
     }
 
     /// The migration, if the table has one.

@@ -5,10 +5,12 @@
 //!   time and memory, lookups (throughput, latency, batch);
 //! - `subsets`: one ketama ring serving every label combination against a
 //!   pingora-ketama ring per combination;
+//! - `balance`: the bounded-loads decision against the plain one;
 //! - `alloc`: the counting allocator both measure memory with; it counts
 //!   only while a benchmark has switched it on.
 
 pub mod alloc;
+mod balance;
 mod rings;
 mod subsets;
 
@@ -47,17 +49,23 @@ pub struct BenchArgs {
     /// pingora-ketama v2 rings; memory and ns per lookup.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=8))]
     pub(crate) subsets: Option<u32>,
-    /// ketama's layout for --subsets.
+    /// ketama's layout for --subsets and --balance.
     #[arg(long, default_value = "compact")]
     pub(crate) layout: Layout,
+    /// Instead: the bounded-loads decision at this balance factor (percent,
+    /// 100 to 1000) against the plain decision and a pingora-ketama v2
+    /// lookup, on one thread and on two sharing the counters.
+    #[arg(long, conflicts_with = "subsets")]
+    pub(crate) balance: Option<u32>,
 }
 
 /// Runs the benchmark the options ask for, with memory counting on.
 pub fn run(args: BenchArgs) -> anyhow::Result<()> {
     alloc::enable();
-    match args.subsets {
-        Some(f) => subsets::run(&args, f),
-        None => rings::run(&args),
+    match (args.subsets, args.balance) {
+        (Some(f), _) => subsets::run(&args, f),
+        (None, Some(pct)) => balance::run(&args, pct),
+        (None, None) => rings::run(&args),
     }
 }
 

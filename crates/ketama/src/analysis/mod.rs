@@ -5,7 +5,9 @@
 //! - [`diff`]: the exact keyspace that changes server between two rings;
 //! - [`sweep_step`]: the CV measured over random server sets, for sweeps;
 //! - [`recommend`]: the smallest point multiple that meets a balance target;
-//! - [`layout_memory`]: what a ring costs in each layout.
+//! - [`layout_memory`]: what a ring costs in each layout;
+//! - [`simulate`]: a workload replayed with bounded loads, to choose a
+//!   balance factor.
 //!
 //! # Shares
 //!
@@ -42,6 +44,7 @@
 mod diff;
 mod recommend;
 mod shares;
+pub mod simulate;
 mod sweep;
 
 pub use crate::synthetic::seeded as synthetic_servers;
