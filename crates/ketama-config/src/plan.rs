@@ -71,7 +71,36 @@ impl Plan {
     /// Errors name the key to change (a weight that makes too many points
     /// names that backend's weight).
     pub fn build(v: &Validated, discovered: &[crate::Discovered]) -> Result<Plan, ConfigError> {
+        Self::build_after(v, discovered, None)
+    }
+
+    /// [`build`](Self::build) for a reload: rings are rebuilt from the
+    /// running plan's rings of the same settings
+    /// ([`RingBuilder::rebuild`]), so backends that kept their weight keep
+    /// their points without generating them again. The result is the same
+    /// as `build`'s.
+    pub fn rebuild(
+        v: &Validated,
+        discovered: &[crate::Discovered],
+        previous: &Plan,
+    ) -> Result<Plan, ConfigError> {
+        Self::build_after(v, discovered, Some(previous))
+    }
+
+    fn build_after(
+        v: &Validated,
+        discovered: &[crate::Discovered],
+        previous: Option<&Plan>,
+    ) -> Result<Plan, ConfigError> {
         let started = Instant::now();
+        let reuse = |settings: RingSettings| {
+            let table = &previous?.table;
+            table
+                .versions()
+                .iter()
+                .map(|&ver| table.ring(ver))
+                .find(|r| r.settings() == settings)
+        };
         let c = &v.config;
         let backends = union(v, discovered);
         let nodes: Vec<Node> = backends
@@ -82,10 +111,17 @@ impl Plan {
                     .with_labels(b.labels.iter().cloned())
             })
             .collect();
-        let ring = build_ring(v, &backends, nodes.clone(), v.ring, "ring")?;
+        let ring = build_ring(v, &backends, nodes.clone(), v.ring, reuse(v.ring), "ring")?;
         let mut table = match (&v.new_ring, &c.migration) {
             (Some(settings), Some(m)) => {
-                let new = build_ring(v, &backends, nodes, *settings, "migration.ring")?;
+                let new = build_ring(
+                    v,
+                    &backends,
+                    nodes,
+                    *settings,
+                    reuse(*settings),
+                    "migration.ring",
+                )?;
                 let mut rollout = Rollout::new(m.global_bp)
                     .map_err(|e| v.error("migration.global_bp", e.to_string()))?;
                 for (name, bp) in &m.scopes {
@@ -166,26 +202,30 @@ fn build_ring(
     backends: &[PlannedBackend],
     nodes: Vec<Node>,
     settings: RingSettings,
+    previous: Option<&Arc<ketama::Ring>>,
     section: &str,
 ) -> Result<Arc<ketama::Ring>, ConfigError> {
-    RingBuilder::from(settings)
-        .build(nodes)
-        .map(Arc::new)
-        .map_err(|e| {
-            let key = match &e {
-                ketama::Error::TooManyPoints { index, .. } => {
-                    match backends.get(*index).and_then(|b| b.source) {
-                        Some(src) => format!("discovery[{src}].weight"),
-                        None => format!("backends[{index}].weight"),
-                    }
+    let builder = RingBuilder::from(settings);
+    match previous {
+        Some(old) => builder.rebuild(old, nodes),
+        None => builder.build(nodes),
+    }
+    .map(Arc::new)
+    .map_err(|e| {
+        let key = match &e {
+            ketama::Error::TooManyPoints { index, .. } => {
+                match backends.get(*index).and_then(|b| b.source) {
+                    Some(src) => format!("discovery[{src}].weight"),
+                    None => format!("backends[{index}].weight"),
                 }
-                ketama::Error::TooManyNodesForCompat { .. } => format!("{section}.compat"),
-                ketama::Error::TooManyNodesForLayout { .. } => format!("{section}.layout"),
-                ketama::Error::TooManyLabels { .. } => "backends".to_string(),
-                _ => section.to_string(),
-            };
-            v.error(key, format!("cannot build the {section} ({settings}): {e}"))
-        })
+            }
+            ketama::Error::TooManyNodesForCompat { .. } => format!("{section}.compat"),
+            ketama::Error::TooManyNodesForLayout { .. } => format!("{section}.layout"),
+            ketama::Error::TooManyLabels { .. } => "backends".to_string(),
+            _ => section.to_string(),
+        };
+        v.error(key, format!("cannot build the {section} ({settings}): {e}"))
+    })
 }
 
 impl Validated {

@@ -146,24 +146,17 @@ impl ServeHttp for Admin {
         match (method.as_str(), path.as_str()) {
             ("GET", "/status") => json_response(200, status(&self.app)),
             ("GET", "/metrics") => {
-                let om = self.app.metrics.render(&self.app);
                 let wants_om = session
                     .get_header("accept")
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|v| v.contains("application/openmetrics-text"));
-                if wants_om {
-                    response(
-                        200,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                        om,
-                    )
+                let body = self.app.metrics.render(&self.app, wants_om);
+                let kind = if wants_om {
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8"
                 } else {
-                    response(
-                        200,
-                        "text/plain; version=0.0.4; charset=utf-8",
-                        crate::metrics::to_prometheus_text(&om),
-                    )
-                }
+                    "text/plain; version=0.0.4; charset=utf-8"
+                };
+                response(200, kind, body)
             }
             ("PUT", "/rollout") => {
                 let mut body = Vec::new();

@@ -78,7 +78,7 @@ impl App {
         }
         let fixed = fixed_settings(&v);
         let discovered = discovery.discovered(&v);
-        let state = RoutingState::build(v, &health, &metrics, &discovered)?;
+        let state = RoutingState::build(v, &health, &metrics, &discovered, None)?;
         crate::memory::return_free_memory();
         Ok(App {
             state: ArcSwap::from_pointee(state),
@@ -122,8 +122,11 @@ impl App {
     }
 
     /// Replaces the routing state; requests in flight keep the one they
-    /// started with.
+    /// started with. The old state is dropped here when nothing else holds
+    /// it, and the allocator's free pages (the build's scratch, the old
+    /// rings) go back to the system at once.
     pub fn swap(&self, state: RoutingState) {
-        self.state.store(Arc::new(state));
+        drop(self.state.swap(Arc::new(state)));
+        crate::memory::return_free_memory();
     }
 }

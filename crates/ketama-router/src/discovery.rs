@@ -428,7 +428,13 @@ pub fn rebuild(app: &App) {
     let old = app.state();
     let v = old.validated.clone();
     let discovered = app.discovery.discovered(&v);
-    match RoutingState::build(v, &app.health, &app.metrics, &discovered) {
+    match RoutingState::build(
+        v,
+        &app.health,
+        &app.metrics,
+        &discovered,
+        Some(&app.state()),
+    ) {
         Ok(state) => {
             let version = ketama::Version::Only;
             let moved = ketama::analysis::diff(
@@ -443,7 +449,6 @@ pub fn rebuild(app: &App) {
                 "routing state rebuilt from discovery"
             );
             app.swap(state);
-            crate::memory::return_free_memory();
         }
         Err(e) => tracing::error!("discovered backends rejected, keeping the running state: {e}"),
     }

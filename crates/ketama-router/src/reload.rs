@@ -31,9 +31,14 @@ impl App {
             }
             let restart = self.note_restart_needed(&v);
             let discovered = self.discovery.discovered(&v);
-            let state = RoutingState::build(v, &self.health, &self.metrics, &discovered)?;
+            let state = RoutingState::build(
+                v,
+                &self.health,
+                &self.metrics,
+                &discovered,
+                Some(&self.state()),
+            )?;
             self.swap(state);
-            crate::memory::return_free_memory();
             Ok(restart)
         })();
         match &result {

@@ -139,8 +139,12 @@ impl RoutingState {
         health: &HealthRegistry,
         metrics: &Metrics,
         discovered: &[Discovered],
+        previous: Option<&RoutingState>,
     ) -> Result<Self, ConfigError> {
-        let plan = Plan::build(&v, discovered)?;
+        let plan = match previous {
+            Some(p) => Plan::rebuild(&v, discovered, &p.plan)?,
+            None => Plan::build(&v, discovered)?,
+        };
         let server = &v.config.server;
         let ms = Duration::from_millis;
         let backends = plan

@@ -89,7 +89,7 @@ fn routing_a_request_allocates_nothing() {
         ("source = \"path_query\"", "[balance]\nfactor = 125\n"),
     ] {
         let v = ketama_config::parse(&config(key, extra), "alloc.toml").unwrap();
-        let state = RoutingState::build(v, &health, &metrics, &[]).unwrap();
+        let state = RoutingState::build(v, &health, &metrics, &[], None).unwrap();
         // Some backends are out: the walk passes over them.
         for b in state.backends.iter().step_by(3) {
             b.health.record(false, 1, 1);

@@ -215,6 +215,26 @@ impl Compact {
         })
     }
 
+    /// Calls `f` with every point's (hash, node) in ring order, a bucket at
+    /// a time: `O(P + B)`, sequential.
+    pub(crate) fn for_each(&self, mut f: impl FnMut(u32, usize)) {
+        let node_mask = mask(self.node_bits);
+        let buckets = 1usize << (32 - self.rem_bits);
+        let mut start = self.start(0);
+        for bucket in 0..buckets {
+            let end = self.start(bucket + 1);
+            let high = (bucket as u64) << self.rem_bits;
+            for i in start..end {
+                let e = self.entry(i);
+                f(
+                    (high | e >> self.node_bits) as u32,
+                    (e & node_mask) as usize,
+                );
+            }
+            start = end;
+        }
+    }
+
     /// Index of the first point whose hash is >= `hash`, wrapping to 0.
     #[inline]
     pub(crate) fn search(&self, hash: u32) -> usize {

@@ -190,6 +190,21 @@ impl Points {
         }
     }
 
+    /// Calls `f` with every point's (hash, node) in ring order: `O(P)`,
+    /// statically dispatched (a ring rebuild reads every point this way).
+    pub(crate) fn for_each(&self, mut f: impl FnMut(u32, usize)) {
+        match self {
+            Points::Wide(p) => p
+                .iter()
+                .for_each(|&x| f(sort::hash_of(x), sort::node_of(x) as usize)),
+            Points::Packed { hashes, owners } => hashes
+                .iter()
+                .zip(owners.iter())
+                .for_each(|(&h, &o)| f(h, o as usize)),
+            Points::Compact(c) => c.for_each(f),
+        }
+    }
+
     /// Every point's (hash, node) in ring order, sequentially: `O(P)`.
     pub(crate) fn iter(&self) -> Box<dyn Iterator<Item = (u32, usize)> + '_> {
         match self {

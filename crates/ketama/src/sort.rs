@@ -127,7 +127,7 @@ fn sort_low_bits(data: &mut [u64], scratch: &mut [u64], bits: u32, counts: &mut 
 /// smallest rank, re-tagged with its node. Returns how many remain. A hash
 /// shared by several nodes is recorded in `collisions` (at output index
 /// `base + w`), every node in rank order, for exact subset lookups.
-fn dedup_min_rank(
+pub(crate) fn dedup_min_rank(
     v: &mut [u64],
     rank_to_node: &[u32],
     base: usize,
