@@ -162,6 +162,17 @@ impl Points {
         }
     }
 
+    /// [`new`](Self::new) for a rebuild of `old`: a `Compact` layout takes
+    /// `old`'s shape when the point count is about the same.
+    pub(crate) fn new_like(layout: Layout, sorted: Vec<u64>, nodes: usize, old: &Points) -> Self {
+        match (layout, old) {
+            (Layout::Compact, Points::Compact(like)) => {
+                Points::Compact(Compact::new_like(sorted, nodes, like))
+            }
+            _ => Self::new(layout, sorted, nodes),
+        }
+    }
+
     #[inline]
     pub(crate) fn len(&self) -> usize {
         match self {
@@ -190,18 +201,22 @@ impl Points {
         }
     }
 
-    /// Calls `f` with every point's (hash, node) in ring order: `O(P)`,
-    /// statically dispatched (a ring rebuild reads every point this way).
-    pub(crate) fn for_each(&self, mut f: impl FnMut(u32, usize)) {
+    /// Calls `f` with every point, packed as by `sort::pack`, in ring
+    /// order, a slice at a time: `O(P)` (a ring rebuild reads every point
+    /// this way).
+    pub(crate) fn for_each_chunk(&self, mut f: impl FnMut(&[u64])) {
+        const CHUNK: usize = 4096;
         match self {
-            Points::Wide(p) => p
-                .iter()
-                .for_each(|&x| f(sort::hash_of(x), sort::node_of(x) as usize)),
-            Points::Packed { hashes, owners } => hashes
-                .iter()
-                .zip(owners.iter())
-                .for_each(|(&h, &o)| f(h, o as usize)),
-            Points::Compact(c) => c.for_each(f),
+            Points::Wide(p) => p.chunks(CHUNK).for_each(f),
+            Points::Packed { hashes, owners } => {
+                let mut buf = Vec::with_capacity(CHUNK);
+                for (h, o) in hashes.chunks(CHUNK).zip(owners.chunks(CHUNK)) {
+                    buf.clear();
+                    buf.extend(h.iter().zip(o).map(|(&h, &o)| sort::pack(h, o as u32)));
+                    f(&buf);
+                }
+            }
+            Points::Compact(c) => c.for_each_chunk(f),
         }
     }
 

@@ -127,7 +127,7 @@ fn sort_low_bits(data: &mut [u64], scratch: &mut [u64], bits: u32, counts: &mut 
 /// smallest rank, re-tagged with its node. Returns how many remain. A hash
 /// shared by several nodes is recorded in `collisions` (at output index
 /// `base + w`), every node in rank order, for exact subset lookups.
-pub(crate) fn dedup_min_rank(
+fn dedup_min_rank(
     v: &mut [u64],
     rank_to_node: &[u32],
     base: usize,
@@ -178,7 +178,7 @@ pub(crate) struct Collisions {
 }
 
 impl Collisions {
-    fn push(&mut self, point: usize, nodes: impl Iterator<Item = u32>) {
+    pub(crate) fn push(&mut self, point: usize, nodes: impl Iterator<Item = u32>) {
         if self.starts.is_empty() {
             self.starts.push(0);
         }

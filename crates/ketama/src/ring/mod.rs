@@ -61,12 +61,16 @@ impl Ring {
         generated: u64,
         collisions: Collisions,
         labels: Labels,
+        like: Option<&Points>,
     ) -> Ring {
         let mut owns = vec![false; nodes.len()];
         for &p in &sorted {
             owns[sort::node_of(p) as usize] = true;
         }
-        let points = Points::new(settings.layout, sorted, nodes.len());
+        let points = match like {
+            Some(old) => Points::new_like(settings.layout, sorted, nodes.len(), old),
+            None => Points::new(settings.layout, sorted, nodes.len()),
+        };
         let live = nodes
             .iter()
             .zip(&owns)
