@@ -10,6 +10,7 @@ mod analyze;
 mod args;
 mod bench;
 mod diff;
+mod fleet;
 mod migrate_plan;
 mod plot;
 mod recommend;
@@ -52,6 +53,9 @@ enum Command {
     /// Replay a workload with bounded loads at several balance factors:
     /// max load / average, own-node share, spills, moved keys.
     Simulate(simulate::SimulateArgs),
+    /// Steer a fleet of ketama-routers through etcd: push the routing
+    /// config, set the rollout, see what every router applied.
+    Fleet(fleet::FleetArgs),
 }
 
 fn main() -> ExitCode {
@@ -65,6 +69,7 @@ fn main() -> ExitCode {
         Command::Diff(a) => diff::run(a),
         Command::MigratePlan(a) => migrate_plan::run(a),
         Command::Simulate(a) => simulate::run(a),
+        Command::Fleet(a) => fleet::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

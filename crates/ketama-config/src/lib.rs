@@ -39,10 +39,12 @@ mod rollout;
 mod validate;
 
 pub use discovery::Discovered;
-pub use model::Config;
+pub use model::{Config, Routing};
 pub use plan::{Plan, PlannedBackend, PlannedRule};
 pub use rollout::{parse_rollout, rollout_json, RolloutError};
-pub use validate::{load, parse, KeySource, Matcher, Validated};
+pub use validate::{
+    check_shared, load, parse, parse_shared, Control, KeySource, Matcher, Validated,
+};
 
 /// A configuration error: the file, the key and what to do.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -37,6 +37,121 @@ pub struct Config {
     pub health: HealthSection,
     /// Bounded loads (absent: off).
     pub balance: Option<BalanceSection>,
+    /// Steering through etcd (absent: this file is the only source).
+    pub control: Option<ControlSection>,
+}
+
+/// The routing part of a configuration, as a fleet shares it through etcd
+/// (`PREFIX/config`): every section but the local ones (`[server]`,
+/// `[admin]`, `[control]`: listeners, the admin API and how to reach etcd
+/// stay in each router's own file).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Routing {
+    /// The ring.
+    #[serde(default)]
+    pub ring: RingSection,
+    /// The routing key.
+    #[serde(default)]
+    pub key: KeySection,
+    /// The static backends, in configuration order.
+    #[serde(default)]
+    pub backends: Vec<BackendSection>,
+    /// Backends from DNS.
+    #[serde(default)]
+    pub discovery: Vec<DiscoverySection>,
+    /// Which requests require which labels.
+    #[serde(default)]
+    pub label_rules: Vec<LabelRule>,
+    /// An optional migration to a new ring.
+    pub migration: Option<MigrationSection>,
+    /// Active health checks.
+    #[serde(default)]
+    pub health: HealthSection,
+    /// Bounded loads (absent: off).
+    pub balance: Option<BalanceSection>,
+}
+
+impl Config {
+    /// This configuration with its routing sections replaced by `shared`'s.
+    pub fn with_routing(&self, shared: Routing) -> Config {
+        Config {
+            server: self.server.clone(),
+            admin: self.admin.clone(),
+            control: self.control.clone(),
+            ring: shared.ring,
+            key: shared.key,
+            backends: shared.backends,
+            discovery: shared.discovery,
+            label_rules: shared.label_rules,
+            migration: shared.migration,
+            health: shared.health,
+            balance: shared.balance,
+        }
+    }
+}
+
+/// `[control]`: the routing config and the rollout come from etcd (see
+/// the README's fleet section).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ControlSection {
+    /// etcd endpoint URLs (`http://` or `https://`), tried in order.
+    pub etcd: Vec<String>,
+    /// The fleet's key prefix (`/ketama/prod/`).
+    pub prefix: String,
+    /// This router's scope (data center): picks the rollout's per-scope
+    /// share. Replaces `[migration] scope`.
+    pub scope: Option<String>,
+    /// This router's id in `PREFIX/routers/` (default: host name and first
+    /// listen address).
+    pub id: Option<String>,
+    /// Where the last applied config and rollout are kept, to start from
+    /// when etcd is unreachable.
+    pub cache_file: Option<String>,
+    /// Environment variable holding the etcd user name (auth enabled).
+    pub user_env: Option<String>,
+    /// Environment variable holding the etcd password.
+    pub password_env: Option<String>,
+    /// PEM file of the CA that signed etcd's certificate.
+    pub ca_file: Option<String>,
+    /// PEM client certificate, for etcd's client certificate auth.
+    pub cert_file: Option<String>,
+    /// PEM key of `cert_file`.
+    pub key_file: Option<String>,
+    /// Connect and request timeout.
+    #[serde(default = "control_timeout_ms")]
+    pub timeout_ms: u64,
+    /// The registration lease's time to live.
+    #[serde(default = "control_lease_ttl_s")]
+    pub lease_ttl_s: u64,
+    /// First retry delay after etcd fails; doubles up to `retry_max_ms`,
+    /// with jitter.
+    #[serde(default = "control_retry_min_ms")]
+    pub retry_min_ms: u64,
+    /// Longest retry delay.
+    #[serde(default = "control_retry_max_ms")]
+    pub retry_max_ms: u64,
+    /// A silent watch is reopened after this long (finds half-open
+    /// connections).
+    #[serde(default = "control_watch_idle_ms")]
+    pub watch_idle_ms: u64,
+}
+
+fn control_timeout_ms() -> u64 {
+    2000
+}
+fn control_lease_ttl_s() -> u64 {
+    10
+}
+fn control_retry_min_ms() -> u64 {
+    100
+}
+fn control_retry_max_ms() -> u64 {
+    5000
+}
+fn control_watch_idle_ms() -> u64 {
+    60_000
 }
 
 /// `[balance]`: consistent hashing with bounded loads.

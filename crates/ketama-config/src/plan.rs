@@ -149,7 +149,7 @@ impl Plan {
             backends,
             rules,
             key: v.key.clone(),
-            scope: c.migration.as_ref().and_then(|m| m.scope.clone()),
+            scope: v.scope().map(str::to_string),
             build_ms: started.elapsed().as_secs_f64() * 1e3,
         })
     }

@@ -3,12 +3,13 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ketama::{Compat, Layout, RingSettings};
 
 use crate::discovery::{DiscoverySource, Query, WeightMode};
-use crate::model::{Config, DiscoveryWeight, RingSection};
+use crate::model::{Config, ControlSection, DiscoveryWeight, RingSection, Routing};
 use crate::ConfigError;
 
 fn err(file: &str, key: impl Into<String>, message: impl Into<String>) -> ConfigError {
@@ -71,6 +72,51 @@ pub struct Validated {
     pub discovery: Vec<DiscoverySource>,
     /// `[balance] factor`, parsed (`None`: bounded loads off).
     pub balance: Option<ketama::load::BalanceFactor>,
+    /// `[control]`, resolved (credentials read from their variables).
+    pub control: Option<Control>,
+}
+
+/// `[control]` validated: how this router reaches its fleet's etcd.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Control {
+    /// Endpoint URLs.
+    pub endpoints: Vec<String>,
+    /// Key prefix, ending with `/`.
+    pub prefix: String,
+    /// This router's scope.
+    pub scope: Option<String>,
+    /// This router's id, when configured.
+    pub id: Option<String>,
+    /// Where the last applied state is kept.
+    pub cache_file: Option<PathBuf>,
+    /// User and password, read from the configured variables.
+    pub credentials: Option<(String, String)>,
+    /// CA certificate file.
+    pub ca_file: Option<PathBuf>,
+    /// Client certificate and key files.
+    pub client_cert: Option<(PathBuf, PathBuf)>,
+    /// Request timeout.
+    pub timeout: Duration,
+    /// Registration lease TTL, seconds.
+    pub lease_ttl_s: u64,
+    /// Retry backoff bounds.
+    pub retry: (Duration, Duration),
+    /// Idle time before a silent watch is reopened.
+    pub watch_idle: Duration,
+}
+
+impl std::fmt::Debug for Control {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never print the password.
+        f.debug_struct("Control")
+            .field("endpoints", &self.endpoints)
+            .field("prefix", &self.prefix)
+            .field("scope", &self.scope)
+            .field("id", &self.id)
+            .field("cache_file", &self.cache_file)
+            .field("user", &self.credentials.as_ref().map(|c| &c.0))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Validated {
@@ -79,6 +125,74 @@ impl Validated {
     pub fn nginx_identity(&self) -> bool {
         self.ring.compat == Compat::Nginx && self.new_ring.is_none_or(|r| r.compat == Compat::Nginx)
     }
+
+    /// This router's scope: `[control] scope`, else `[migration] scope`.
+    pub fn scope(&self) -> Option<&str> {
+        match &self.control {
+            Some(c) => c.scope.as_deref(),
+            None => self.config.migration.as_ref()?.scope.as_deref(),
+        }
+    }
+
+    /// Whether the file has backends or discovery sources of its own (an
+    /// etcd-steered router's file may leave them to the fleet's config).
+    pub fn has_backends(&self) -> bool {
+        !self.config.backends.is_empty() || !self.discovery.is_empty()
+    }
+
+    /// This router's file with the routing sections replaced by a fleet's
+    /// shared ones (see [`parse_shared`]), validated as a whole; errors
+    /// name `name` (say `etcd /ketama/prod/config@42`).
+    pub fn with_shared(&self, shared: Routing, name: &str) -> Result<Validated, ConfigError> {
+        validate(self.config.with_routing(shared), name, true)
+    }
+}
+
+/// Parses a fleet's shared routing config (etcd's `PREFIX/config`): the
+/// routing sections of a router's file and nothing else. `[server]`,
+/// `[admin]` and `[control]` stay in each router's file, and so does the
+/// scope (`[control] scope`); each is refused here with the fix. Errors
+/// name `name` and the line. Validate the result against a router's file
+/// with [`Validated::with_shared`].
+pub fn parse_shared(text: &str, name: &str) -> Result<Routing, ConfigError> {
+    if let Ok(table) = toml::from_str::<toml::Table>(text) {
+        for key in ["server", "admin", "control"] {
+            if table.contains_key(key) {
+                return Err(err(
+                    name,
+                    key,
+                    format!(
+                        "[{key}] stays in each router's own file: remove it from the shared config"
+                    ),
+                ));
+            }
+        }
+    }
+    let routing: Routing = from_toml(text, name)?;
+    if routing
+        .migration
+        .as_ref()
+        .is_some_and(|m| m.scope.is_some())
+    {
+        return Err(err(
+            name,
+            "migration.scope",
+            "a scope is each router's own: set [control] scope in its file, not in the shared config",
+        ));
+    }
+    Ok(routing)
+}
+
+/// [`parse_shared`], then validated against a neutral router file (what
+/// `ketama fleet push` checks before writing): every error a router would
+/// report for this config, naming `name`.
+pub fn check_shared(text: &str, name: &str) -> Result<Validated, ConfigError> {
+    let routing = parse_shared(text, name)?;
+    let local = parse(
+        "[admin]\nlisten = \"127.0.0.1:1\"\nauth = false\n[control]\netcd = [\"http://127.0.0.1:2379\"]\nprefix = \"/\"\n",
+        "(neutral router file)",
+    )?;
+    local.with_shared(routing, name)
 }
 
 /// Reads and validates a config file.
@@ -91,7 +205,14 @@ pub fn load(path: &Path) -> Result<Validated, ConfigError> {
 
 /// Parses and validates config text; `file` names it in errors.
 pub fn parse(text: &str, file: &str) -> Result<Validated, ConfigError> {
-    let config: Config = toml::from_str(text).map_err(|e| {
+    let config: Config = from_toml(text, file)?;
+    let has_control = config.control.is_some();
+    validate(config, file, !has_control)
+}
+
+/// Deserialises TOML, pointing errors at the right line and key.
+fn from_toml<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, ConfigError> {
+    toml::from_str(text).map_err(|e| {
         let mut msg = e.message().trim().replace('\n', "; ");
         let mut at = e.span().map(|s| s.start.min(text.len()));
         // An array or inline table left open is reported where the parser
@@ -106,8 +227,7 @@ pub fn parse(text: &str, file: &str) -> Result<Validated, ConfigError> {
             .map(|o| crate::position::key_at(text, o))
             .unwrap_or_else(|| "(document)".into());
         err(file, at, msg)
-    })?;
-    validate(config, file)
+    })
 }
 
 fn ring_of(r: &RingSection, file: &str, key: &str) -> Result<RingSettings, ConfigError> {
@@ -143,7 +263,7 @@ fn addr(s: &str, file: &str, key: &str) -> Result<SocketAddr, ConfigError> {
     })
 }
 
-fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
+fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated, ConfigError> {
     let s = &config.server;
     if s.listen.is_empty() {
         return Err(err(
@@ -314,7 +434,20 @@ fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
                 .map_err(|e| err(file, "balance.factor", e.to_string()))?,
         ),
     };
-    if config.backends.is_empty() && discovery.is_empty() {
+    let control = match &config.control {
+        Some(c) => Some(control_of(c, file)?),
+        None => None,
+    };
+    if control.as_ref().is_some_and(|c| c.scope.is_some())
+        && config.migration.as_ref().is_some_and(|m| m.scope.is_some())
+    {
+        return Err(err(
+            file,
+            "migration.scope",
+            "with [control], this router's scope is [control] scope: remove migration.scope",
+        ));
+    }
+    if need_backends && config.backends.is_empty() && discovery.is_empty() {
         return Err(err(
             file,
             "backends",
@@ -415,7 +548,134 @@ fn validate(config: Config, file: &str) -> Result<Validated, ConfigError> {
         warnings,
         discovery,
         balance,
+        control,
         config,
+    })
+}
+
+fn control_of(c: &ControlSection, file: &str) -> Result<Control, ConfigError> {
+    if c.etcd.is_empty() {
+        return Err(err(
+            file,
+            "control.etcd",
+            "give at least one etcd URL: etcd = [\"http://127.0.0.1:2379\"]",
+        ));
+    }
+    for (i, url) in c.etcd.iter().enumerate() {
+        let rest = url
+            .strip_prefix("http://")
+            .or_else(|| url.strip_prefix("https://"));
+        if rest.is_none_or(|r| r.is_empty() || r.contains(char::is_whitespace)) {
+            return Err(err(
+                file,
+                format!("control.etcd[{i}]"),
+                format!("{url:?} is not an http:// or https:// URL (e.g. http://10.0.0.5:2379)"),
+            ));
+        }
+    }
+    if !c.prefix.starts_with('/') || c.prefix.contains(char::is_whitespace) {
+        return Err(err(
+            file,
+            "control.prefix",
+            "a key prefix starting with / (e.g. \"/ketama/prod/\")",
+        ));
+    }
+    let mut prefix = c.prefix.clone();
+    if !prefix.ends_with('/') {
+        prefix.push('/');
+    }
+    let var = |key: &str, name: &str| -> Result<String, ConfigError> {
+        match std::env::var(name) {
+            Ok(v) if !v.is_empty() => Ok(v),
+            _ => Err(err(
+                file,
+                key,
+                format!("environment variable {name} is not set: export it, or remove {key}"),
+            )),
+        }
+    };
+    let credentials = match (&c.user_env, &c.password_env) {
+        (None, None) => None,
+        (Some(u), Some(p)) => Some((var("control.user_env", u)?, var("control.password_env", p)?)),
+        (Some(_), None) => {
+            return Err(err(
+                file,
+                "control.password_env",
+                "a user needs its password's variable too",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(err(
+                file,
+                "control.user_env",
+                "a password needs its user's variable too",
+            ))
+        }
+    };
+    let client_cert = match (&c.cert_file, &c.key_file) {
+        (None, None) => None,
+        (Some(cert), Some(key)) => Some((PathBuf::from(cert), PathBuf::from(key))),
+        (Some(_), None) => {
+            return Err(err(
+                file,
+                "control.key_file",
+                "a client certificate needs its key file",
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(err(
+                file,
+                "control.cert_file",
+                "a key file needs its certificate",
+            ))
+        }
+    };
+    if client_cert.is_some() && c.ca_file.is_none() {
+        return Err(err(
+            file,
+            "control.ca_file",
+            "client certificates need the CA of etcd's certificate: give ca_file",
+        ));
+    }
+    for (key, v, lo, hi) in [
+        ("control.timeout_ms", c.timeout_ms, 1, 600_000),
+        ("control.lease_ttl_s", c.lease_ttl_s, 3, 3600),
+        ("control.retry_min_ms", c.retry_min_ms, 1, 600_000),
+        (
+            "control.retry_max_ms",
+            c.retry_max_ms,
+            c.retry_min_ms.max(1),
+            600_000,
+        ),
+        ("control.watch_idle_ms", c.watch_idle_ms, 1000, 3_600_000),
+    ] {
+        if !(lo..=hi).contains(&v) {
+            return Err(err(file, key, format!("must be from {lo} to {hi}")));
+        }
+    }
+    if let Some(id) = &c.id {
+        if id.is_empty() || id.contains(['/', ' ']) {
+            return Err(err(
+                file,
+                "control.id",
+                "an id without spaces or slashes (it ends a key)",
+            ));
+        }
+    }
+    let ms = Duration::from_millis;
+    Ok(Control {
+        endpoints: c.etcd.clone(),
+        prefix,
+        scope: c.scope.clone(),
+        id: c.id.clone(),
+        cache_file: c.cache_file.as_ref().map(PathBuf::from),
+        credentials,
+        ca_file: c.ca_file.as_ref().map(PathBuf::from),
+        client_cert,
+        timeout: ms(c.timeout_ms),
+        lease_ttl_s: c.lease_ttl_s,
+        retry: (ms(c.retry_min_ms), ms(c.retry_max_ms)),
+        watch_idle: ms(c.watch_idle_ms),
     })
 }
 

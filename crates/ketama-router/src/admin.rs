@@ -119,6 +119,7 @@ pub fn status(app: &App) -> Value {
             "in_flight": b.loads.total(),
             "serving_weight": total_weight,
         })),
+        "control": app.control.as_ref().map(|c| c.status()),
         "pid": std::process::id(),
     })
 }
@@ -176,6 +177,16 @@ impl ServeHttp for Admin {
                             )
                         }
                     }
+                }
+                if let Some(c) = &self.app.control {
+                    return json_response(
+                        409,
+                        json!({"error": format!(
+                            "this router's rollout comes from etcd ({} at revision {}): write it there with `ketama fleet rollout`",
+                            c.rollout_key(),
+                            c.rollout_revision()
+                        )}),
+                    );
                 }
                 let Some(m) = state.plan.table.migration() else {
                     return json_response(

@@ -31,6 +31,8 @@ pub struct App {
     /// The keys whose running value differs from the config's, since the
     /// last reload.
     restart_needed: Mutex<Vec<&'static str>>,
+    /// Steering through etcd, with `[control]`.
+    pub control: Option<Arc<crate::control::Control>>,
 }
 
 /// The settings a reload cannot change (the listeners and runtimes are
@@ -51,6 +53,7 @@ pub fn fixed_settings(v: &Validated) -> Vec<(&'static str, String)> {
         ),
         ("server.upgrade_sock", format!("{:?}", s.upgrade_sock)),
         ("admin.listen", v.admin_listen.to_string()),
+        ("control", format!("{:?}", v.control)),
     ]
 }
 
@@ -89,6 +92,7 @@ impl App {
             config_text,
             fixed,
             restart_needed: Mutex::new(Vec::new()),
+            control: None,
         })
     }
 
@@ -116,6 +120,35 @@ impl App {
             .clone()
     }
 
+    /// Attaches the control plane; the rollout set through etcd applies
+    /// from now on, to this state and every one after.
+    pub fn with_control(mut self, control: Arc<crate::control::Control>) -> Self {
+        self.control = Some(control);
+        self.keep_fleet_rollout(&self.state());
+        self
+    }
+
+    /// The rollout set through etcd wins over the config's own, so that a
+    /// config change or a rebuild never resets it.
+    fn keep_fleet_rollout(&self, state: &RoutingState) {
+        let rollout = self.control.as_ref().and_then(|c| c.rollout());
+        if let (Some(r), Some(m)) = (rollout, state.plan.table.migration()) {
+            m.set_rollout(r);
+        }
+    }
+
+    /// Builds the routing state again from the running config (the
+    /// rollout back to the config's, unless etcd sets one).
+    pub fn rebuild(&self) -> anyhow::Result<()> {
+        let old = self.state();
+        let v = old.validated.clone();
+        let discovered = self.discovery.discovered(&v);
+        let state = RoutingState::build(v, &self.health, &self.metrics, &discovered, Some(&old))?;
+        drop(old);
+        self.swap(state);
+        Ok(())
+    }
+
     /// The current routing state (a reference count; no lock).
     pub fn state(&self) -> Arc<RoutingState> {
         self.state.load_full()
@@ -126,6 +159,7 @@ impl App {
     /// it, and the allocator's free pages (the build's scratch, the old
     /// rings) go back to the system at once.
     pub fn swap(&self, state: RoutingState) {
+        self.keep_fleet_rollout(&state);
         drop(self.state.swap(Arc::new(state)));
         crate::memory::return_free_memory();
     }

@@ -38,6 +38,7 @@
 pub mod admin;
 pub mod app;
 pub mod conn;
+pub mod control;
 pub mod demo;
 pub mod discovery;
 pub mod framing;

@@ -102,6 +102,14 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
                 for w in &v.warnings {
                     eprintln!("ketama-router: warning: {w}");
                 }
+                if let Some(c) = v.control.as_ref().filter(|_| !v.has_backends()) {
+                    println!(
+                        "config OK: routing from etcd ({} under {}), not contacted; this file has no backends of its own to fall back on",
+                        c.endpoints.join(","),
+                        c.prefix
+                    );
+                    return Ok(());
+                }
                 let plan = ketama_config::Plan::build(&v, &[])?;
                 let rings: Vec<String> = plan
                     .table

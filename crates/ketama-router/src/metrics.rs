@@ -239,6 +239,9 @@ pub struct Metrics {
     resolutions: Family<Labels, Counter>,
     discovered: Family<Labels, Gauge>,
     moved_share: Gauge<f64, AtomicU64>,
+    control_connected: Gauge,
+    control_revisions: Family<Labels, Gauge>,
+    control_rejected: Counter,
 }
 
 impl Default for Metrics {
@@ -314,6 +317,24 @@ impl Default for Metrics {
             "Share of the keyspace whose backend the last discovered change moved",
             moved_share.clone(),
         );
+        let control_connected = Gauge::default();
+        registry.register(
+            "ketama_control_connected",
+            "1 while etcd answers this router (only with [control])",
+            control_connected.clone(),
+        );
+        let control_revisions = Family::<Labels, Gauge>::default();
+        registry.register(
+            "ketama_control_applied_revision",
+            "Mod revision of each etcd key this router applied (0: none)",
+            control_revisions.clone(),
+        );
+        let control_rejected = Counter::default();
+        registry.register(
+            "ketama_control_rejected",
+            "Values of the etcd config or rollout key this router refused",
+            control_rejected.clone(),
+        );
         Metrics {
             registry,
             backends: Mutex::default(),
@@ -328,6 +349,9 @@ impl Default for Metrics {
             resolutions,
             discovered,
             moved_share,
+            control_connected,
+            control_revisions,
+            control_rejected,
         }
     }
 }
@@ -364,6 +388,11 @@ impl Metrics {
     /// Reloads (done, rejected) so far.
     pub fn reloads(&self) -> (u64, u64) {
         (self.reloads[0].get(), self.reloads[1].get())
+    }
+
+    /// Counts a value of an etcd key the router refused.
+    pub fn control_rejected(&self) {
+        self.control_rejected.inc();
     }
 
     /// Counts a request that failed on the client's side.
@@ -413,6 +442,15 @@ impl Metrics {
                 .set(n as i64);
         }
         self.moved_share.set(app.discovery.moved_share());
+        if let Some(c) = &app.control {
+            self.control_connected.set(c.is_connected() as i64);
+            let (config, rollout) = c.revisions();
+            for (key, rev) in [("config", config), ("rollout", rollout)] {
+                self.control_revisions
+                    .get_or_create(&vec![("key", key.to_string())])
+                    .set(rev);
+            }
+        }
         let mut s = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut s, &self.registry);

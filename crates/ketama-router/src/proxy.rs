@@ -63,8 +63,91 @@ thread_local! {
     /// Where a `host_path` key is assembled: one buffer per thread, reused,
     /// so building the key allocates nothing once it has grown.
     static KEY_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    /// Where `X-Forwarded-For` is assembled, reused likewise.
-    static XFF_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// `X-Forwarded-For` values of recent client addresses (a request
+    /// without one of its own gets its client's address), direct-mapped
+    /// by address: a keep-alive connection's requests reuse one value, a
+    /// reference count each.
+    static XFF_CACHE: RefCell<Vec<Option<(std::net::IpAddr, http::HeaderValue)>>> =
+        const { RefCell::new(Vec::new()) };
+}
+
+/// Slots of each thread's `X-Forwarded-For` cache (about 100 bytes each).
+const XFF_CACHE_SIZE: usize = 256;
+
+/// The `X-Forwarded-For` value for a request from `ip` that brought none:
+/// from the thread's cache (no allocation), or built and cached.
+fn forwarded_for(ip: std::net::IpAddr) -> http::HeaderValue {
+    let slot = match ip {
+        std::net::IpAddr::V4(a) => u32::from(a) as usize,
+        std::net::IpAddr::V6(a) => (u128::from(a) ^ u128::from(a) >> 64) as usize,
+    } % XFF_CACHE_SIZE;
+    XFF_CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.is_empty() {
+            c.resize(XFF_CACHE_SIZE, None);
+        }
+        match &c[slot] {
+            Some((a, v)) if *a == ip => v.clone(),
+            _ => {
+                let v = http::HeaderValue::from_str(&ip.to_string())
+                    .unwrap_or_else(|_| http::HeaderValue::from_static("unknown"));
+                c[slot] = Some((ip, v.clone()));
+                v
+            }
+        }
+    })
+}
+
+/// Adds the headers a proxy owes its upstream: `X-Forwarded-For` (what
+/// came in, every line in order, then the client's address) and
+/// `X-Forwarded-Proto`. Allocates nothing for a request without an
+/// `X-Forwarded-For` of its own from a recent client address.
+pub fn add_forwarded_headers(
+    upstream: &mut RequestHeader,
+    ip: Option<std::net::IpAddr>,
+) -> Result<()> {
+    if let Some(ip) = ip {
+        let value = if upstream.headers.contains_key("x-forwarded-for") {
+            let mut xff = String::new();
+            for v in upstream.headers.get_all("x-forwarded-for") {
+                if let Ok(v) = v.to_str() {
+                    xff.push_str(v);
+                    xff.push_str(", ");
+                }
+            }
+            use std::fmt::Write as _;
+            let _ = write!(xff, "{ip}");
+            http::HeaderValue::from_str(&xff)
+                .unwrap_or_else(|_| http::HeaderValue::from_static("unknown"))
+        } else {
+            forwarded_for(ip)
+        };
+        upstream.insert_header("x-forwarded-for", value)?;
+    }
+    upstream.insert_header("x-forwarded-proto", http::HeaderValue::from_static("http"))?;
+    Ok(())
+}
+
+/// Adds `x-ketama-backend`, `x-ketama-ring` and (when the request spilled)
+/// `x-ketama-spill` to a response: prebuilt values, no allocation.
+pub fn add_response_headers(
+    resp: &mut ResponseHeader,
+    state: &RoutingState,
+    backend: Option<usize>,
+    version: ketama::Version,
+    spills: u32,
+) -> Result<()> {
+    if let Some(n) = backend {
+        resp.insert_header("x-ketama-backend", state.backends[n].header.clone())?;
+    }
+    resp.insert_header(
+        "x-ketama-ring",
+        http::HeaderValue::from_static(version.name()),
+    )?;
+    if spills > 0 {
+        resp.insert_header("x-ketama-spill", spill_header(spills))?;
+    }
+    Ok(())
 }
 
 /// Calls `f` with the request's routing key, without copying it when it
@@ -266,26 +349,11 @@ impl ProxyHttp for Router {
         if !on {
             return Ok(());
         }
-        // X-Forwarded-For: what came in (every line, in order), then this
-        // client's address; X-Forwarded-Proto: the scheme it used.
-        if let Some(ip) = session
+        let ip = session
             .client_addr()
             .and_then(|a| a.as_inet())
-            .map(|a| a.ip())
-        {
-            let mut xff = String::new();
-            for v in upstream.headers.get_all("x-forwarded-for") {
-                if let Ok(v) = v.to_str() {
-                    xff.push_str(v);
-                    xff.push_str(", ");
-                }
-            }
-            use std::fmt::Write as _;
-            let _ = write!(xff, "{ip}");
-            upstream.insert_header("x-forwarded-for", xff)?;
-        }
-        upstream.insert_header("x-forwarded-proto", http::HeaderValue::from_static("http"))?;
-        Ok(())
+            .map(|a| a.ip());
+        add_forwarded_headers(upstream, ip)
     }
 
     fn fail_to_connect(
@@ -344,16 +412,7 @@ impl ProxyHttp for Router {
             return Ok(());
         };
         if state.validated.config.server.response_headers {
-            if let Some(n) = ctx.backend {
-                resp.insert_header("x-ketama-backend", state.backends[n].header.clone())?;
-            }
-            resp.insert_header(
-                "x-ketama-ring",
-                http::HeaderValue::from_static(route.version().name()),
-            )?;
-            if ctx.spills > 0 {
-                resp.insert_header("x-ketama-spill", spill_header(ctx.spills))?;
-            }
+            add_response_headers(resp, state, ctx.backend, route.version(), ctx.spills)?;
         }
         Ok(())
     }

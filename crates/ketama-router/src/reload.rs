@@ -26,6 +26,11 @@ impl App {
                 (None, Some(t)) => ketama_config::parse(t, "(built-in demo config)")?,
                 (None, None) => anyhow::bail!("no config to reload from"),
             };
+            // An etcd-steered router keeps the fleet's routing sections.
+            let v = match &self.control {
+                Some(c) => c.effective(v)?,
+                None => v,
+            };
             for w in &v.warnings {
                 tracing::warn!("{w}");
             }

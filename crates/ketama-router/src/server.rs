@@ -141,11 +141,22 @@ pub fn build(
     for w in &v.warnings {
         tracing::warn!("{w}");
     }
+    // With [control], the routing sections come from etcd (or the cache
+    // file) before anything is built.
+    let (v, control) = match v.control {
+        Some(_) => {
+            let start = crate::control::Control::start(v)?;
+            (start.validated, Some(start.control))
+        }
+        None => (v, None),
+    };
     let discovery = discover_at_start(&v)?;
-    let app = Arc::new(
-        App::with_discovery(v, config_path, config_text, discovery)
-            .context("cannot build the routing state")?,
-    );
+    let mut app = App::with_discovery(v, config_path, config_text, discovery)
+        .context("cannot build the routing state")?;
+    if let Some(c) = control {
+        app = app.with_control(c);
+    }
+    let app = Arc::new(app);
 
     let proxy = pingora::proxy::http_proxy(&server.configuration, Router { app: app.clone() });
     let mut proxy = Service::new(
@@ -169,6 +180,10 @@ pub fn build(
     server.add_service(background_service(
         "dns discovery",
         crate::discovery::Discovery { app: app.clone() },
+    ));
+    server.add_service(background_service(
+        "etcd control",
+        crate::control::ControlService { app: app.clone() },
     ));
     server.add_service(background_service(
         "sighup reload",
