@@ -33,6 +33,10 @@ pub struct App {
     restart_needed: Mutex<Vec<&'static str>>,
     /// Steering through etcd, with `[control]`.
     pub control: Option<Arc<crate::control::Control>>,
+    /// Held from reading the running state to swapping the new one by
+    /// every rebuild (reload, etcd change, discovery), so that two never
+    /// interleave and the older one wins.
+    rebuilding: Mutex<()>,
 }
 
 /// The settings a reload cannot change (the listeners and runtimes are
@@ -93,6 +97,7 @@ impl App {
             fixed,
             restart_needed: Mutex::new(Vec::new()),
             control: None,
+            rebuilding: Mutex::new(()),
         })
     }
 
@@ -137,9 +142,16 @@ impl App {
         }
     }
 
+    /// Serialises rebuilds: hold the guard from reading the running state
+    /// (or the config) to the swap.
+    pub fn rebuilding(&self) -> std::sync::MutexGuard<'_, ()> {
+        self.rebuilding.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Builds the routing state again from the running config (the
     /// rollout back to the config's, unless etcd sets one).
     pub fn rebuild(&self) -> anyhow::Result<()> {
+        let _one = self.rebuilding();
         let old = self.state();
         let v = old.validated.clone();
         let discovered = self.discovery.discovered(&v);

@@ -428,6 +428,7 @@ impl Control {
                 return;
             }
         }
+        let _one = app.rebuilding();
         let local = self.lock().local.clone();
         let result = self.combine(&local, &applied).and_then(|v| {
             let discovered = app.discovery.discovered(&v);
@@ -590,10 +591,14 @@ impl Control {
                     }
                     next = next.max(batch.revision + 1);
                     let _ = self.register();
+                    self.reconnected();
                 }
                 // Silent for watch_idle, or etcd went away: open it again
                 // from where it was (an error here ends the session).
-                None => watch = self.client.watch(&from, &to, next)?,
+                None => {
+                    watch = self.client.watch(&from, &to, next)?;
+                    self.reconnected();
+                }
             }
         }
     }
@@ -654,6 +659,8 @@ impl Control {
             match result {
                 Ok(()) => {
                     attempt = 0;
+                    // Either thread's last call says whether etcd answers.
+                    self.reconnected();
                     std::thread::sleep(if self.lock().lease.is_some() {
                         period
                     } else {

@@ -425,6 +425,7 @@ pub async fn resolve_all(state: &DiscoveryState, v: &Validated) {
 /// Rebuilds the routing state with the discovered backends, off the
 /// request path, and swaps it; records the share of keys that moved.
 pub fn rebuild(app: &App) {
+    let _one = app.rebuilding();
     let old = app.state();
     let v = old.validated.clone();
     let discovered = app.discovery.discovered(&v);

@@ -21,6 +21,7 @@ impl App {
     /// `/status` as needing a restart (see the README's graceful upgrade).
     pub fn reload(&self) -> anyhow::Result<Vec<&'static str>> {
         let result = (|| {
+            let _one = self.rebuilding();
             let v = match (&self.config_path, &self.config_text) {
                 (Some(p), _) => ketama_config::load(p)?,
                 (None, Some(t)) => ketama_config::parse(t, "(built-in demo config)")?,
