@@ -38,6 +38,15 @@ pub struct Applied {
     pub revision: i64,
 }
 
+impl Applied {
+    fn of(kv: &Kv) -> Self {
+        Applied {
+            text: String::from_utf8_lossy(&kv.value).into_owned(),
+            revision: kv.mod_revision,
+        }
+    }
+}
+
 /// What the cache file holds: the last applied config and rollout.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cache {
@@ -307,12 +316,7 @@ impl Control {
     fn read_both(&self) -> Result<(Cache, i64), EtcdError> {
         let (config, revision) = self.client.get(&self.keys.config())?;
         let (rollout, _) = self.client.get(&self.keys.rollout())?;
-        let applied = |kv: Option<Kv>| {
-            kv.map(|kv| Applied {
-                text: String::from_utf8_lossy(&kv.value).into_owned(),
-                revision: kv.mod_revision,
-            })
-        };
+        let applied = |kv: Option<Kv>| kv.as_ref().map(Applied::of);
         let cache = Cache {
             prefix: self.keys.prefix().to_string(),
             config: applied(config),
@@ -418,10 +422,7 @@ impl Control {
     /// applied): validated as a local reload is, swapped in whole, or
     /// rejected with the error while the running state serves on.
     fn apply_config(&self, app: &App, kv: Kv) {
-        let applied = Applied {
-            text: String::from_utf8_lossy(&kv.value).into_owned(),
-            revision: kv.mod_revision,
-        };
+        let applied = Applied::of(&kv);
         {
             let inner = self.lock();
             if inner.source != Source::LocalFile && inner.cache.config.as_ref() == Some(&applied) {
@@ -456,22 +457,29 @@ impl Control {
                 inner.rejected = None;
             }
             Err(e) => {
-                tracing::error!(
-                    revision = applied.revision,
-                    "rejected {}, keeping the running config: {e:#}",
-                    self.keys.config()
-                );
                 app.metrics.reloaded(false);
-                app.metrics.control_rejected();
-                self.lock().rejected = Some(Rejected {
-                    key: "config".into(),
-                    revision: applied.revision,
-                    error: format!("{e:#}"),
-                });
+                self.reject(app, "config", applied.revision, e);
                 return;
             }
         }
         self.save();
+    }
+
+    /// Records a refused value of `key` (`config` or `rollout`): logged,
+    /// counted, shown in `/status` and the registration; the running state
+    /// serves on.
+    fn reject(&self, app: &App, key: &str, revision: i64, e: anyhow::Error) {
+        tracing::error!(
+            revision,
+            "rejected {}{key}, keeping the running state: {e:#}",
+            self.keys.prefix()
+        );
+        app.metrics.control_rejected();
+        self.lock().rejected = Some(Rejected {
+            key: key.into(),
+            revision,
+            error: format!("{e:#}"),
+        });
     }
 
     /// Applies a new value of the `rollout` key; a deleted key gives the
@@ -490,10 +498,7 @@ impl Control {
             }
             return;
         };
-        let applied = Applied {
-            text: String::from_utf8_lossy(&kv.value).into_owned(),
-            revision: kv.mod_revision,
-        };
+        let applied = Applied::of(&kv);
         if self.lock().cache.rollout.as_ref() == Some(&applied) {
             return;
         }
@@ -501,9 +506,12 @@ impl Control {
             .map_err(anyhow::Error::from)
             .and_then(|r| {
                 let state = app.state();
-                let m = state.plan.table.migration().context(
-                    "no migration in the running config: add [migration] to PREFIX/config first",
-                )?;
+                let m = state.plan.table.migration().with_context(|| {
+                    format!(
+                        "no migration in the running config: add [migration] to {} first",
+                        self.keys.config()
+                    )
+                })?;
                 m.set_rollout(r);
                 Ok(())
             });
@@ -521,17 +529,7 @@ impl Control {
                 }
             }
             Err(e) => {
-                tracing::error!(
-                    revision = applied.revision,
-                    "rejected {}: {e:#}",
-                    self.keys.rollout()
-                );
-                app.metrics.control_rejected();
-                self.lock().rejected = Some(Rejected {
-                    key: "rollout".into(),
-                    revision: applied.revision,
-                    error: format!("{e:#}"),
-                });
+                self.reject(app, "rollout", applied.revision, e);
                 return;
             }
         }

@@ -212,6 +212,16 @@ impl RingBuilder {
         let mut f = 0usize;
         let fresh_hash = |f: usize| fresh.get(f).map_or(u64::MAX, |&p| p >> 32);
         let mut next_fresh = fresh_hash(0);
+        // Moves the new points of hash `next` into `ranks`; returns it.
+        let take = |f: &mut usize, next: &mut u64, ranks: &mut Vec<u32>| {
+            let group = *next;
+            while *next == group {
+                ranks.push(sort::node_of(fresh[*f]));
+                *f += 1;
+                *next = fresh_hash(*f);
+            }
+            group as u32
+        };
         let mut i = 0u32;
         old.points.for_each_chunk(|chunk| {
             for &p in chunk {
@@ -219,13 +229,8 @@ impl RingBuilder {
                 let h = hash as u64;
                 // New points before this one, a hash at a time.
                 while next_fresh < h {
-                    let group = next_fresh;
-                    while next_fresh == group {
-                        ranks.push(sort::node_of(fresh[f]));
-                        f += 1;
-                        next_fresh = fresh_hash(f);
-                    }
-                    emit(&mut merged, &mut collisions, group as u32, &mut ranks);
+                    let group = take(&mut f, &mut next_fresh, &mut ranks);
+                    emit(&mut merged, &mut collisions, group, &mut ranks);
                 }
                 if i != next_collided && next_fresh != h {
                     if old_to_node[node] != u32::MAX {
@@ -241,10 +246,8 @@ impl RingBuilder {
                     } else if old_to_rank[node] != u32::MAX {
                         ranks.push(old_to_rank[node]);
                     }
-                    while next_fresh == h {
-                        ranks.push(sort::node_of(fresh[f]));
-                        f += 1;
-                        next_fresh = fresh_hash(f);
+                    if next_fresh == h {
+                        take(&mut f, &mut next_fresh, &mut ranks);
                     }
                     emit(&mut merged, &mut collisions, hash, &mut ranks);
                 }
@@ -252,13 +255,8 @@ impl RingBuilder {
             }
         });
         while next_fresh != u64::MAX {
-            let group = next_fresh;
-            while next_fresh == group {
-                ranks.push(sort::node_of(fresh[f]));
-                f += 1;
-                next_fresh = fresh_hash(f);
-            }
-            emit(&mut merged, &mut collisions, group as u32, &mut ranks);
+            let group = take(&mut f, &mut next_fresh, &mut ranks);
+            emit(&mut merged, &mut collisions, group, &mut ranks);
         }
         collisions.index(merged.len());
         Ok(Ring::assemble(
