@@ -13,6 +13,7 @@ command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
 [ -e /usr/include/libmemcached/memcached.h ] || need+=(libmemcached-dev)
+command -v gcc >/dev/null 2>&1 || need+=(gcc)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 command -v pip3 >/dev/null 2>&1 || python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then

@@ -121,9 +121,56 @@ pub enum Error {
         /// What went wrong there.
         source: Box<Error>,
     },
-    /// Label requirements are not defined for pingora v1 rings.
-    #[error("label requirements need a scheme whose collision rule is an order (nginx or pingora-v2); pingora-v1's ties depend on std's unstable sort, so no subset ring can match it")]
-    RequirementWithPingoraV1,
+    /// Label requirements are defined for the nginx and pingora-v2 schemes
+    /// only.
+    #[error("label requirements need the nginx or pingora-v2 scheme, not {compat}: {why}")]
+    RequirementUnsupported {
+        /// The ring's scheme.
+        compat: Compat,
+        /// Why no subset answer can match the peer there.
+        why: &'static str,
+    },
+    /// A scheme was given a server it cannot hash (a memcached scheme's
+    /// malformed address, a twemproxy name under another scheme).
+    #[error("server {server:?} cannot be used with {compat}: {reason}")]
+    UnusableServer {
+        /// The server string.
+        server: String,
+        /// The scheme.
+        compat: Compat,
+        /// What is wrong and what to write instead.
+        reason: String,
+    },
+    /// Two servers hash the same point name in a memcached scheme.
+    #[error("servers {first:?} and {second:?} both hash as {name:?} under {compat}, so their points would coincide: keep one, or give them distinct names")]
+    DuplicateName {
+        /// The first server.
+        first: String,
+        /// The second server.
+        second: String,
+        /// The point name both have.
+        name: String,
+        /// The scheme.
+        compat: Compat,
+    },
+    /// The weights add up past what the scheme counts.
+    #[error("the weights add up to {total}, over {compat}'s limit of {max} (it sums them in 32 bits): scale the weights down")]
+    TotalWeightTooLarge {
+        /// The sum of the weights.
+        total: u64,
+        /// The limit.
+        max: u64,
+        /// The scheme.
+        compat: Compat,
+    },
+    /// A scheme whose point count is fixed was given another multiple.
+    #[error("{compat} gives 160 points per server on average (in MD5 digests of four), whatever the point multiple: {given} is not supported; leave it at 160")]
+    FixedPointMultiple {
+        /// The scheme.
+        compat: Compat,
+        /// The multiple asked for.
+        given: u32,
+    },
     /// No point multiple can reach a balance target.
     #[error("no point multiple reaches a CV of {target_cv}: the best is {best_cv:.6} at the largest multiple the point limit allows ({max_multiple}); ask for a larger CV")]
     UnreachableTarget {

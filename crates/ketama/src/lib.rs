@@ -66,10 +66,13 @@
 pub mod analysis;
 mod compact;
 mod compat;
+pub mod continuum;
 mod crc;
 mod error;
+pub mod keyhash;
 pub mod layout;
 pub mod load;
+mod md5;
 pub mod migration;
 pub mod mix;
 mod node;
@@ -85,6 +88,7 @@ pub mod testing;
 
 pub use compat::{Compat, UnknownCompat};
 pub use error::{Error, Result};
+pub use keyhash::{KeyHash, UnknownKeyHash};
 pub use layout::{Layout, UnknownLayout};
 pub use migration::{Migration, Rollout, Version};
 pub use node::{nginx_host_port, pingora_prefix, Node};

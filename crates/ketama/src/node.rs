@@ -12,14 +12,15 @@ use std::net::SocketAddr;
 /// A `down` node keeps its points, but lookups skip it and take the next
 /// distinct node in ring order, as nginx does for `down` servers.
 ///
-/// Cost: 40 bytes, plus the server string and each label (16 bytes of
-/// pointer and length each, plus its text).
+/// Cost: 56 bytes, plus the server string, the name if any, and each
+/// label (16 bytes of pointer and length each, plus its text).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Node {
     server: Box<str>,
     weight: u32,
     down: bool,
     labels: Box<[Box<str>]>,
+    name: Option<Box<str>>,
 }
 
 impl Node {
@@ -30,7 +31,22 @@ impl Node {
             weight,
             down: false,
             labels: Box::new([]),
+            name: None,
         }
+    }
+
+    /// Gives the node a twemproxy server name (`- 10.0.0.1:11211:1 NAME`):
+    /// `Compat::Twemproxy` hashes the name instead of the address, so that
+    /// a server can move to another address and keep its keys. Other
+    /// schemes refuse named nodes.
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into().into_boxed_str());
+        self
+    }
+
+    /// The twemproxy server name, if given.
+    pub fn name(&self) -> Option<&str> {
+        self.name.as_deref()
     }
 
     /// Gives the node labels (compliance zones, cache features...): a

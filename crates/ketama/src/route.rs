@@ -226,7 +226,7 @@ impl RouteTable {
     /// Prepares (or finds, if already prepared) the requirement that a node
     /// carry every label in `labels`, on every ring of the table. Errors on
     /// a label a ring lacks (saying which ring) and on label requirements
-    /// with `PingoraV1` rings.
+    /// with schemes that cannot honour them.
     pub fn need<S: AsRef<str>>(&mut self, labels: &[S]) -> Result<Need> {
         let mut key: Vec<String> = labels.iter().map(|l| l.as_ref().to_string()).collect();
         key.sort();

@@ -10,7 +10,9 @@
 //!
 //! A line is `SERVER [WEIGHT] [key=value ...] [down]`. The weight defaults
 //! to 1; `weight=N` is the same as a bare `N` (giving both is an error).
-//! `labels=a,b,c` gives the server labels that lookups may require.
+//! `labels=a,b,c` gives the server labels that lookups may require;
+//! `name=NAME` a twemproxy server name (hashed instead of the address by
+//! the `twemproxy` scheme, refused by the others).
 //! `#` at the start of a line or after whitespace starts a comment; blank
 //! lines are ignored. An unknown key, a malformed line or a duplicate
 //! server is an error naming the file and the line.
@@ -45,6 +47,7 @@ pub fn parse_servers(text: &str, file: &str) -> Result<Vec<Node>> {
         let mut weight: Option<u32> = None;
         let mut down = false;
         let mut labels: Option<Vec<&str>> = None;
+        let mut name: Option<&str> = None;
         for tok in tokens {
             if tok == "down" {
                 if down {
@@ -68,9 +71,19 @@ pub fn parse_servers(text: &str, file: &str) -> Result<Vec<Node>> {
                     labels = Some(list);
                     continue;
                 }
+                Some(("name", v)) => {
+                    if name.is_some() {
+                        return Err(syntax(format!("name given twice for {server:?}: give one name=NAME")));
+                    }
+                    if v.is_empty() {
+                        return Err(syntax(format!("empty name for {server:?}: write name=NAME")));
+                    }
+                    name = Some(v);
+                    continue;
+                }
                 Some((key, _)) => {
                     return Err(syntax(format!(
-                        "unknown key {key:?} in {tok:?}: the known keys are weight=N and labels=a,b,c (and the flag `down`)"
+                        "unknown key {key:?} in {tok:?}: the known keys are weight=N, labels=a,b,c and name=NAME (and the flag `down`)"
                     )))
                 }
                 None => (tok, false),
@@ -101,11 +114,13 @@ pub fn parse_servers(text: &str, file: &str) -> Result<Vec<Node>> {
             });
         }
         lines_of.insert(server.to_string(), line);
-        nodes.push(
-            Node::new(server, weight.unwrap_or(1))
-                .with_down(down)
-                .with_labels(labels.unwrap_or_default()),
-        );
+        let mut node = Node::new(server, weight.unwrap_or(1))
+            .with_down(down)
+            .with_labels(labels.unwrap_or_default());
+        if let Some(name) = name {
+            node = node.with_name(name);
+        }
+        nodes.push(node);
     }
     Ok(nodes)
 }
@@ -164,6 +179,10 @@ mod tests {
         assert!(err("a labels=x labels=y").starts_with("s.txt:1: labels given twice"));
         assert!(err("a labels=x,,y").starts_with("s.txt:1: empty label"));
         assert!(err("a labels=").starts_with("s.txt:1: empty label"));
+        assert!(err("a name=x name=y").starts_with("s.txt:1: name given twice"));
+        assert!(err("a name=").starts_with("s.txt:1: empty name"));
+        let n = parse_servers("10.0.0.1:11211 2 name=cache-a", "s.txt").unwrap();
+        assert_eq!(n[0].name(), Some("cache-a"));
         let n = parse_servers("a labels=eu,ssd,eu 2", "s.txt").unwrap();
         assert_eq!(n[0].labels().collect::<Vec<_>>(), ["eu", "ssd"]);
         assert_eq!(n[0].weight(), 2);

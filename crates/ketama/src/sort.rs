@@ -37,11 +37,35 @@ pub(crate) fn node_of(p: u64) -> u32 {
     p as u32
 }
 
-/// Generates the points of `jobs` (tags are tie ranks), sorts them by hash,
-/// keeps the smallest rank among equal hashes and maps ranks to nodes with
-/// `rank_to_node`. Returns sorted `hash << 32 | node` with distinct hashes.
-pub(crate) fn generate_sorted(
-    jobs: &[ChainJob],
+/// Where [`generate_sorted`] gets its points: generated on demand (CRC
+/// chains, cheaper to run twice than to store) or read from memory
+/// (MD5 points, generated once).
+pub(crate) trait PointSource {
+    /// Calls `sink(tag, hash)` for every point, in the same order each time.
+    fn for_each_point(&self, sink: impl FnMut(u32, u32));
+}
+
+impl PointSource for [ChainJob] {
+    fn for_each_point(&self, sink: impl FnMut(u32, u32)) {
+        crc::for_each_point(self, sink)
+    }
+}
+
+/// Points already packed as `hash << 32 | tag`.
+impl PointSource for [u64] {
+    fn for_each_point(&self, mut sink: impl FnMut(u32, u32)) {
+        for &p in self {
+            sink(node_of(p), hash_of(p));
+        }
+    }
+}
+
+/// Generates the points of `source` (tags are tie ranks), sorts them by
+/// hash, keeps the smallest rank among equal hashes and maps ranks to nodes
+/// with `rank_to_node`. Returns sorted `hash << 32 | node` with distinct
+/// hashes.
+pub(crate) fn generate_sorted<S: PointSource + ?Sized>(
+    source: &S,
     total: usize,
     rank_to_node: &[u32],
 ) -> (Vec<u64>, Collisions) {
@@ -53,13 +77,13 @@ pub(crate) fn generate_sorted(
     let shift = 32 - top;
     let buckets = 1usize << top;
     let mut starts = vec![0usize; buckets + 1];
-    crc::for_each_point(jobs, |_, h| starts[(h >> shift) as usize + 1] += 1);
+    source.for_each_point(|_, h| starts[(h >> shift) as usize + 1] += 1);
     for b in 1..=buckets {
         starts[b] += starts[b - 1];
     }
     let mut points = vec![0u64; total];
     let mut fill = starts[..buckets].to_vec();
-    crc::for_each_point(jobs, |tag, h| {
+    source.for_each_point(|tag, h| {
         let b = (h >> shift) as usize;
         points[fill[b]] = pack(h, tag);
         fill[b] += 1;
@@ -305,7 +329,7 @@ mod tests {
                 .collect();
             let total = jobs.iter().map(|j| j.count as usize).sum();
             let to_node: Vec<u32> = (0..nodes as u32).rev().collect();
-            let (got, _) = generate_sorted(&jobs, total, &to_node);
+            let (got, _) = generate_sorted(&jobs[..], total, &to_node);
             let mut want: Vec<u64> = Vec::new();
             for j in &jobs {
                 let chain = crc::PointChain::new(&[format!("n{}", j.tag).as_bytes()]);

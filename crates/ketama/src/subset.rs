@@ -55,7 +55,7 @@ use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
 use crate::ring::FailoverCursor;
-use crate::{Compat, Layout, Node, Ring, RingBuilder};
+use crate::{Layout, Node, Ring, RingBuilder};
 
 /// Requirements whose eligible nodes hold less than this share of the
 /// weight get a dedicated ring.
@@ -195,8 +195,8 @@ pub struct Requirement {
 impl Requirement {
     /// Prepares a requirement on `ring`: lookups with it answer only with
     /// nodes that carry every label in `labels` (none: every node). Errors
-    /// on a label the ring does not have, and on `PingoraV1` rings when
-    /// labels are required. Builds a dedicated ring when the eligible nodes
+    /// on a label the ring does not have, and, when labels are required, on
+    /// schemes that cannot honour them ([`Compat::requirement_obstacle`]). Builds a dedicated ring when the eligible nodes
     /// hold less than [`DEDICATED_BELOW`] of the weight; see the module
     /// docs.
     pub fn new<S: AsRef<str>>(ring: &Arc<Ring>, labels: &[S]) -> Result<Self> {
@@ -212,8 +212,13 @@ impl Requirement {
         allow_dedicated: bool,
     ) -> Result<Self> {
         let mask = ring.labels.mask(labels)?;
-        if mask != 0 && ring.compat() == Compat::PingoraV1 {
-            return Err(Error::RequirementWithPingoraV1);
+        if mask != 0 {
+            if let Some(why) = ring.compat().requirement_obstacle() {
+                return Err(Error::RequirementUnsupported {
+                    compat: ring.compat(),
+                    why,
+                });
+            }
         }
         let nodes = ring.nodes();
         let mut eligible = NodeSet::with_capacity(nodes.len());

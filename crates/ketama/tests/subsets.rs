@@ -187,11 +187,30 @@ fn errors_and_limits() {
         Layout::Wide,
         160,
     );
-    assert_eq!(
+    assert!(matches!(
         Requirement::new(&v1, &["eu"]).unwrap_err(),
-        Error::RequirementWithPingoraV1
-    );
+        Error::RequirementUnsupported {
+            compat: Compat::PingoraV1,
+            ..
+        }
+    ));
     assert!(Requirement::new::<&str>(&v1, &[]).is_ok());
+    // The memcached schemes: a subset's own continuum gives every server
+    // other point counts, so no walk of the shared ring can equal it.
+    for compat in [Compat::Libmemcached, Compat::Twemproxy(ketama::KeyHash::Md5)] {
+        let ring = build(
+            vec![
+                with_labels("10.0.0.1:11211".into(), 1, true, 1),
+                with_labels("10.0.0.2:11211".into(), 1, false, 1),
+            ],
+            compat,
+            Layout::Wide,
+            160,
+        );
+        let e = Requirement::new(&ring, &["eu"]).unwrap_err();
+        assert!(e.to_string().contains("point count"), "{e}");
+        assert!(Requirement::new::<&str>(&ring, &[]).is_ok());
+    }
     // 65 distinct labels.
     let nodes: Vec<Node> = (0..65)
         .map(|i| Node::new(format!("n{i}"), 1).with_labels([format!("l{i}")]))

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 
 use super::Ring;
+use crate::continuum;
 use crate::crc::{self, ChainJob};
 use crate::error::{Error, Result};
 use crate::node::{nginx_host_port, pingora_prefix, Node};
@@ -80,6 +81,9 @@ impl RingBuilder {
     pub fn build(&self, nodes: Vec<Node>) -> Result<Ring> {
         let s = self.settings;
         let addrs = self.validate(&nodes)?;
+        if s.compat.is_memcached() {
+            return self.build_continuum(nodes);
+        }
         let total = self.count_points(&nodes)?;
         let labels = Labels::new(&nodes)?;
         let order = tie_order(s.compat, nodes.len(), &addrs);
@@ -88,8 +92,27 @@ impl RingBuilder {
         let (points, collisions) = if s.compat == Compat::PingoraV1 {
             (v1_points(&jobs, total as usize), Collisions::default())
         } else {
-            sort::generate_sorted(&jobs, total as usize, &rank_to_node)
+            sort::generate_sorted(&jobs[..], total as usize, &rank_to_node)
         };
+        Ok(Ring::assemble(
+            nodes, points, s, total, collisions, labels, None,
+        ))
+    }
+
+    /// The memcached schemes' build: MD5 points generated once (they cost
+    /// too much to generate twice, as the CRC chains are), then the same
+    /// radix sort and collision rule.
+    fn build_continuum(&self, nodes: Vec<Node>) -> Result<Ring> {
+        let s = self.settings;
+        let names = continuum::validate(&nodes, s.compat)?;
+        let counts = continuum::point_counts(&nodes);
+        let total = self.count_points(&nodes)?;
+        let labels = Labels::new(&nodes)?;
+        let order = continuum::tie_order(s.compat, &names);
+        let raw = continuum::generate(&names, &counts, &order);
+        let rank_to_node: Vec<u32> = order.iter().map(|&i| i as u32).collect();
+        let (points, collisions) = sort::generate_sorted(&raw[..], total as usize, &rank_to_node);
+        drop(raw);
         Ok(Ring::assemble(
             nodes, points, s, total, collisions, labels, None,
         ))
@@ -109,9 +132,10 @@ impl RingBuilder {
     ///
     /// Falls back to a full build when nothing can be reused: other
     /// settings, the `PingoraV1` scheme (its ties follow std's unstable
-    /// sort), nodes that kept their points but changed their relative
-    /// order in the tie order (nginx ties follow configuration order), or
-    /// fewer than half of the points reusable.
+    /// sort), the memcached schemes (every server's point count depends on
+    /// all the weights), nodes that kept their points but changed their
+    /// relative order in the tie order (nginx ties follow configuration
+    /// order), or fewer than half of the points reusable.
     ///
     /// Cost: `O(P + Q log Q)` for P points and Q new ones; 8 bytes per
     /// point at the peak, then the layout's bytes. Measured at 8.7M points
@@ -120,7 +144,7 @@ impl RingBuilder {
     /// layout and packing the new ones.
     pub fn rebuild(&self, old: &Ring, nodes: Vec<Node>) -> Result<Ring> {
         let s = self.settings;
-        if old.settings() != s || s.compat == Compat::PingoraV1 {
+        if old.settings() != s || s.compat == Compat::PingoraV1 || s.compat.is_memcached() {
             return self.build(nodes);
         }
         let addrs = self.validate(&nodes)?;
@@ -298,12 +322,33 @@ impl RingBuilder {
             .collect()
     }
 
+    /// The points each node generates: `weight x point multiple`, or the
+    /// memcached schemes' share of `160 x N` ([`crate::continuum`]).
+    /// `O(N)`, never fails: a caller can see a configuration's points
+    /// before building it.
+    pub fn node_points(&self, nodes: &[Node]) -> Vec<u64> {
+        if self.settings.compat.is_memcached() {
+            continuum::point_counts(nodes)
+        } else {
+            let m = self.settings.point_multiple as u64;
+            nodes.iter().map(|n| n.weight() as u64 * m).collect()
+        }
+    }
+
     /// Checks everything that can be wrong before allocating; returns the
     /// parsed socket addresses for the pingora schemes.
     fn validate(&self, nodes: &[Node]) -> Result<Vec<SocketAddr>> {
         let s = self.settings;
         if s.point_multiple == 0 {
             return Err(Error::ZeroPointMultiple);
+        }
+        if let Some(m) = s.compat.fixed_point_multiple() {
+            if s.point_multiple != m {
+                return Err(Error::FixedPointMultiple {
+                    compat: s.compat,
+                    given: s.point_multiple,
+                });
+            }
         }
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(nodes.len());
         for (i, node) in nodes.iter().enumerate() {
@@ -331,6 +376,18 @@ impl RingBuilder {
                 max: s.layout.max_nodes(),
                 layout: s.layout,
             });
+        }
+        if !matches!(s.compat, Compat::Twemproxy(_)) {
+            if let Some(n) = nodes.iter().find(|n| n.name().is_some()) {
+                return Err(Error::UnusableServer {
+                    server: n.server().to_string(),
+                    compat: s.compat,
+                    reason: format!(
+                        "name= is a twemproxy server name and {} does not use one: remove it or use the twemproxy scheme",
+                        s.compat
+                    ),
+                });
+            }
         }
         if !s.compat.needs_socket_addrs() {
             return Ok(Vec::new());
@@ -360,11 +417,12 @@ impl RingBuilder {
     /// a configuration's size before building it.
     pub fn count_points(&self, nodes: &[Node]) -> Result<u64> {
         let m = self.settings.point_multiple;
+        let counts = self.node_points(nodes);
         let mut total: u64 = 0;
-        for (index, node) in nodes.iter().enumerate() {
-            // u32 x u32 always fits in u64; the sum is checked against the cap
-            // at every step, so it cannot overflow either.
-            let n = node.weight() as u64 * m as u64;
+        for (index, (node, &n)) in nodes.iter().zip(&counts).enumerate() {
+            // Each count is at most u32 x u32, which fits in u64; the sum is
+            // checked against the cap at every step, so it cannot overflow
+            // either.
             total += n;
             if total > MAX_POINTS {
                 return Err(Error::TooManyPoints {

@@ -139,9 +139,16 @@ impl Ring {
     }
 
     /// Points generated before collisions were resolved (sum of weight x
-    /// point multiple).
+    /// point multiple, or the memcached schemes' counts).
     pub fn generated_points(&self) -> u64 {
         self.generated
+    }
+
+    /// Points each node generated, in configuration order: `weight x point
+    /// multiple`, or for the memcached schemes the node's share of
+    /// `160 x N` ([`crate::continuum`]). `O(N)`.
+    pub fn node_points(&self) -> Vec<u64> {
+        RingBuilder::from(self.settings).node_points(&self.nodes)
     }
 
     /// Heap bytes held by the points (not the node table).
@@ -209,8 +216,8 @@ impl Ring {
             }
             owns[node] += 1;
         }
-        for (node, &count) in self.nodes.iter().zip(&owns) {
-            let max = node.weight() as u64 * self.settings.point_multiple as u64;
+        let generated = RingBuilder::from(self.settings).node_points(&self.nodes);
+        for ((node, &count), &max) in self.nodes.iter().zip(&owns).zip(&generated) {
             if count > max {
                 return Err(Violation(format!(
                     "{} owns {count} points, more than {max}",
