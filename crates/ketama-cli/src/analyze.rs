@@ -23,7 +23,7 @@ pub struct AnalyzeArgs {
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
-    let settings = args.ring.settings();
+    let settings = args.ring.settings()?;
     let nodes = read_nodes(&args.servers)?;
     let ring = build_ring(&args.servers, nodes.clone(), settings)?;
     let a = analysis::analyze(&ring);
@@ -58,7 +58,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
             })
             .collect();
         let v = json!({
-            "compat": ring.compat().name(),
+            "compat": ring.compat().to_string(),
+            "uniform_key_hash": ring.compat().key_hash().is_uniform(),
             "point_multiple": ring.point_multiple(),
             "generated_points": a.generated_points,
             "ring_points": a.points,
@@ -110,6 +111,20 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         a.generated_points,
         a.points
     )?;
+    if ring.compat().is_memcached() {
+        writeln!(
+            out,
+            "points per server: {}'s floor(weight / total x 40 x N) x 4, not weight x point multiple",
+            ring.compat().name()
+        )?;
+    }
+    let hash = ring.compat().key_hash();
+    if !hash.is_uniform() {
+        writeln!(
+            out,
+            "note: {hash} does not spread keys over all 2^32 hashes, so the shares above are the keyspace's, not your keys' (with twemproxy's crc32 every key hashes below 32768)"
+        )?;
+    }
     writeln!(out, "predicted CV  {:.6}", a.predicted_cv)?;
     writeln!(out, "measured CV   {:.6}", a.measured_cv)?;
     writeln!(out, "max overload  {:.4}", a.max_overload)?;

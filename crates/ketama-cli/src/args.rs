@@ -4,30 +4,57 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
 use clap::Args;
-use ketama::{Compat, Layout, Node, Ring, RingBuilder, RingSettings, DEFAULT_POINT_MULTIPLE};
+use ketama::{
+    Compat, KeyHash, Layout, Node, Ring, RingBuilder, RingSettings, DEFAULT_POINT_MULTIPLE,
+};
 
 /// How to build a ring: scheme, layout and point multiple.
 #[derive(Args, Debug, Clone)]
 pub struct RingArgs {
-    /// Hashing scheme: nginx, pingora-v1 or pingora-v2.
+    /// Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or
+    /// twemproxy (see --key-hash).
     #[arg(long, default_value = "nginx")]
     pub compat: Compat,
+    /// twemproxy's key hash: md5, fnv1a_64 (twemproxy's default), fnv1a_32,
+    /// fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur
+    /// or jenkins.
+    #[arg(long)]
+    pub key_hash: Option<KeyHash>,
     /// Storage layout: wide, packed or compact (routing is the same in every layout).
     #[arg(long, default_value = "wide")]
     pub layout: Layout,
-    /// Points per weight unit (at least 1).
+    /// Points per weight unit (at least 1; the memcached schemes take only
+    /// their own 160).
     #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
     pub point_multiple: u32,
 }
 
 impl RingArgs {
     /// The settings these options describe.
-    pub fn settings(&self) -> RingSettings {
-        RingSettings {
-            compat: self.compat,
+    pub fn settings(&self) -> anyhow::Result<RingSettings> {
+        Ok(RingSettings {
+            compat: with_key_hash(self.compat, self.key_hash, "--key-hash")?,
             layout: self.layout,
             point_multiple: self.point_multiple,
-        }
+        })
+    }
+}
+
+/// The scheme `--compat` names with `--key-hash` applied: twemproxy takes
+/// any key hash, libmemcached only its own md5, the CRC-32 schemes none.
+pub fn with_key_hash(
+    compat: Compat,
+    key_hash: Option<KeyHash>,
+    flag: &str,
+) -> anyhow::Result<Compat> {
+    match (compat, key_hash) {
+        (c, None) => Ok(c),
+        (Compat::Twemproxy(_), Some(h)) => Ok(Compat::Twemproxy(h)),
+        (Compat::Libmemcached, Some(KeyHash::Md5)) => Ok(Compat::Libmemcached),
+        (c, Some(h)) => bail!(
+            "{flag} {h} does not apply to {c}: the key hash is chosen only for twemproxy (--compat twemproxy {flag} {h}); {c} hashes keys with {}",
+            if c == Compat::Libmemcached { "md5" } else { "CRC-32" }
+        ),
     }
 }
 
@@ -73,18 +100,26 @@ pub struct TwoRings {
     /// Servers file of the new ring.
     #[arg(long)]
     pub to: ServersPath,
-    /// Scheme of the current ring: nginx, pingora-v1 or pingora-v2.
+    /// Scheme of the current ring: nginx, pingora-v1, pingora-v2,
+    /// libmemcached or twemproxy.
     #[arg(long, default_value = "nginx")]
     pub from_compat: Compat,
+    /// twemproxy key hash of the current ring (as --key-hash).
+    #[arg(long)]
+    pub from_key_hash: Option<KeyHash>,
     /// Layout of the current ring: wide, packed or compact.
     #[arg(long, default_value = "wide")]
     pub from_layout: Layout,
     /// Point multiple of the current ring (at least 1).
     #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
     pub from_point_multiple: u32,
-    /// Scheme of the new ring: nginx, pingora-v1 or pingora-v2.
+    /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached
+    /// or twemproxy.
     #[arg(long, default_value = "nginx")]
     pub to_compat: Compat,
+    /// twemproxy key hash of the new ring (as --key-hash).
+    #[arg(long)]
+    pub to_key_hash: Option<KeyHash>,
     /// Layout of the new ring: wide, packed or compact.
     #[arg(long, default_value = "wide")]
     pub to_layout: Layout,
@@ -97,12 +132,12 @@ impl TwoRings {
     /// Builds both rings.
     pub fn load(&self) -> anyhow::Result<(Ring, Ring)> {
         let from = RingSettings {
-            compat: self.from_compat,
+            compat: with_key_hash(self.from_compat, self.from_key_hash, "--from-key-hash")?,
             layout: self.from_layout,
             point_multiple: self.from_point_multiple,
         };
         let to = RingSettings {
-            compat: self.to_compat,
+            compat: with_key_hash(self.to_compat, self.to_key_hash, "--to-key-hash")?,
             layout: self.to_layout,
             point_multiple: self.to_point_multiple,
         };

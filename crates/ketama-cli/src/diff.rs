@@ -1,17 +1,30 @@
-//! `ketama diff`: the exact share of keys whose server changes between two
-//! rings.
+//! `ketama diff`: the share of keys whose server changes between two rings:
+//! exact when both hash keys with the same function, estimated from sampled
+//! keys (with its confidence interval) when their hash spaces are unrelated.
 
+use std::path::PathBuf;
+
+use anyhow::{bail, Context};
 use clap::Args;
 use ketama::analysis;
 use serde_json::json;
 
 use crate::args::TwoRings;
+use crate::bench::key as bench_key;
 
 /// Options of `ketama diff`.
 #[derive(Args, Debug)]
 pub struct DiffArgs {
     #[command(flatten)]
     rings: TwoRings,
+    /// Keys sampled when the two rings hash keys differently (CDN-like
+    /// 30-byte paths; see --keys).
+    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    samples: u64,
+    /// Sample these keys (one per line) instead, when the rings hash keys
+    /// differently: the estimate is then for your own keys.
+    #[arg(long)]
+    keys: Option<PathBuf>,
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
@@ -19,34 +32,100 @@ pub struct DiffArgs {
 
 pub fn run(args: DiffArgs) -> anyhow::Result<()> {
     let (from, to) = args.rings.load()?;
+    if !analysis::exact_diff_applies(&from, &to) {
+        return sampled(&args, &from, &to);
+    }
     let d = analysis::diff(&from, &to);
     if args.json {
-        let servers: Vec<_> = d
-            .servers
-            .iter()
-            .map(|(s, g, l)| json!({"server": s, "gained": g, "lost": l}))
-            .collect();
         println!(
             "{}",
-            json!({"moved": d.moved, "moved_keys": d.moved_keys, "servers": servers})
+            json!({"moved": d.moved, "moved_keys": d.moved_keys, "servers": servers_json(&d.servers)})
         );
         return Ok(());
     }
-    let width = d
-        .servers
-        .iter()
-        .map(|s| s.0.len())
-        .max()
-        .unwrap_or(6)
-        .max(6);
-    println!("{:width$}  {:>10}  {:>10}", "server", "gained", "lost");
-    for (s, g, l) in &d.servers {
-        println!("{s:width$}  {g:>10.6}  {l:>10.6}");
-    }
-    println!();
+    print_servers(&d.servers);
     println!(
         "moved: {:.6} of the keyspace ({} of 2^32 keys): the share of cached objects that miss after the change",
         d.moved, d.moved_keys
     );
     Ok(())
+}
+
+fn sampled(args: &DiffArgs, from: &ketama::Ring, to: &ketama::Ring) -> anyhow::Result<()> {
+    let (fh, th) = (from.compat().key_hash(), to.compat().key_hash());
+    let by = |c: ketama::Compat| match c.is_memcached() {
+        true => c.key_hash().to_string(),
+        false => "CRC-32".to_string(),
+    };
+    let why = if fh != th {
+        format!(
+            "the rings hash keys differently ({} by {}, {} by {}), so their hash spaces are unrelated",
+            from.compat(),
+            by(from.compat()),
+            to.compat(),
+            by(to.compat())
+        )
+    } else {
+        format!("{fh} does not spread keys over all 2^32 hashes, so arc lengths are not key shares")
+    };
+    let d = match &args.keys {
+        Some(path) => {
+            let text = std::fs::read(path)
+                .with_context(|| format!("cannot read keys file {}", path.display()))?;
+            let keys: Vec<&[u8]> = text
+                .split(|&b| b == b'\n')
+                .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+                .filter(|l| !l.is_empty())
+                .collect();
+            if keys.is_empty() {
+                bail!(
+                    "keys file {} holds no key: write one key per line",
+                    path.display()
+                );
+            }
+            analysis::diff_sampled(from, to, keys)
+        }
+        None => analysis::diff_sampled(from, to, (0..args.samples).map(bench_key)),
+    };
+    let source = match &args.keys {
+        Some(p) => format!("the keys of {}", p.display()),
+        None => "synthetic 30-byte keys".to_string(),
+    };
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "moved": d.moved,
+                "estimated": true,
+                "samples": d.samples,
+                "moved_samples": d.moved_samples,
+                "ci95": [d.ci95.0, d.ci95.1],
+                "why": why,
+                "servers": servers_json(&d.servers),
+            })
+        );
+        return Ok(());
+    }
+    print_servers(&d.servers);
+    println!(
+        "moved: {:.6} (95% confidence interval {:.6} to {:.6}), estimated from {} sampled keys ({source}, {} moved): {why}",
+        d.moved, d.ci95.0, d.ci95.1, d.samples, d.moved_samples
+    );
+    Ok(())
+}
+
+fn servers_json(servers: &[(String, f64, f64)]) -> Vec<serde_json::Value> {
+    servers
+        .iter()
+        .map(|(s, g, l)| json!({"server": s, "gained": g, "lost": l}))
+        .collect()
+}
+
+fn print_servers(servers: &[(String, f64, f64)]) {
+    let width = servers.iter().map(|s| s.0.len()).max().unwrap_or(6).max(6);
+    println!("{:width$}  {:>10}  {:>10}", "server", "gained", "lost");
+    for (s, g, l) in servers {
+        println!("{s:width$}  {g:>10.6}  {l:>10.6}");
+    }
+    println!();
 }

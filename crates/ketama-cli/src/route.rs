@@ -34,9 +34,13 @@ pub struct RouteArgs {
     /// Servers file of a new ring to migrate to; prints `SERVER<TAB>old|new`.
     #[arg(long, requires = "rollout")]
     to: Option<ServersPath>,
-    /// Scheme of the new ring: nginx, pingora-v1 or pingora-v2.
+    /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached
+    /// or twemproxy.
     #[arg(long, default_value = "nginx", requires = "to")]
     to_compat: Compat,
+    /// twemproxy key hash of the new ring (as --key-hash).
+    #[arg(long, requires = "to")]
+    to_key_hash: Option<ketama::KeyHash>,
     /// Layout of the new ring: wide, packed or compact.
     #[arg(long, default_value = "wide", requires = "to")]
     to_layout: Layout,
@@ -83,16 +87,17 @@ fn parse_labels(s: &str) -> Vec<&str> {
 
 impl Router {
     fn new(args: &RouteArgs) -> anyhow::Result<Self> {
-        let ring = Arc::new(load_ring(&args.servers, args.ring.settings())?);
+        let ring = Arc::new(load_ring(&args.servers, args.ring.settings()?)?);
         let mut table = match &args.to {
             None => RouteTable::new(ring),
             Some(path) => {
                 let to = RingArgs {
                     compat: args.to_compat,
+                    key_hash: args.to_key_hash,
                     layout: args.to_layout,
                     point_multiple: args.to_point_multiple,
                 };
-                let new = Arc::new(load_ring(path, to.settings())?);
+                let new = Arc::new(load_ring(path, to.settings()?)?);
                 let mut rollout = Rollout::new(args.rollout.unwrap_or(0))?;
                 for s in &args.scope_rollout {
                     let (name, bp) = s.rsplit_once('=').with_context(|| {

@@ -121,7 +121,7 @@ pub fn run(args: SimulateArgs) -> anyhow::Result<()> {
     if args.requests == 0 {
         bail!("--requests 0 places nothing: give at least 1");
     }
-    let ring = Arc::new(load_ring(&args.servers, args.ring.settings())?);
+    let ring = Arc::new(load_ring(&args.servers, args.ring.settings()?)?);
     let serving = ring
         .nodes()
         .iter()

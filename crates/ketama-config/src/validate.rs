@@ -527,11 +527,13 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
         ("ring.compat", Some(ring)),
         ("migration.ring.compat", new_ring),
     ] {
-        if settings.is_some_and(|s| s.compat == Compat::PingoraV1) && !rules.is_empty() {
+        let obstacle =
+            settings.and_then(|s| s.compat.requirement_obstacle().map(|w| (s.compat, w)));
+        if let (Some((compat, why)), false) = (obstacle, rules.is_empty()) {
             return Err(err(
                 file,
                 key,
-                "label rules need the nginx or pingora-v2 scheme (pingora-v1's ties follow std's unstable sort, so no subset ring can match it): change the scheme or remove [[label_rules]]",
+                &format!("label rules need the nginx or pingora-v2 scheme, not {compat} ({why}): change the scheme or remove [[label_rules]]"),
             ));
         }
     }

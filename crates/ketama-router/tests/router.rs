@@ -34,6 +34,49 @@ fn routes_like_the_library_for_1000_urls() {
     }
 }
 
+/// The memcached schemes route through the same decision, with their own
+/// key hash: the router answers as the library's ring of that scheme.
+#[test]
+fn routes_like_the_library_with_the_memcached_schemes() {
+    let weights = [1, 2, 3, 1];
+    let origins: Vec<Origin> = (0..weights.len())
+        .map(|i| Origin::start(i).unwrap())
+        .collect();
+    let refs: Vec<&Origin> = origins.iter().collect();
+    for compat in ["libmemcached", "twemproxy:murmur"] {
+        let proxy: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let admin: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("router.toml");
+        let text = config(&refs, &weights, proxy, admin, "").replace(
+            "[ring]\nlayout = \"compact\"\n",
+            &format!("[ring]\nlayout = \"compact\"\ncompat = \"{compat}\"\n"),
+        );
+        assert!(text.contains(compat));
+        std::fs::write(&path, text).unwrap();
+        let r = start_router(&path, proxy, admin);
+        let nodes: Vec<Node> = refs
+            .iter()
+            .zip(&weights)
+            .map(|(o, w)| Node::new(o.addr().to_string(), *w))
+            .collect();
+        let ring = RingBuilder::new()
+            .compat(compat.parse().unwrap())
+            .build(nodes)
+            .unwrap();
+        let crc = library_ring(&refs, &weights);
+        let mut differs_from_crc = 0;
+        for u in urls(300) {
+            let resp = get(&r, &u);
+            assert_eq!(resp.status, 200, "{compat} {u}: {}", resp.body);
+            let want = ring.node(u.as_bytes()).unwrap().server();
+            assert_eq!(resp.headers["x-ketama-backend"], want, "{compat} {u}");
+            differs_from_crc += (crc.node(u.as_bytes()).unwrap().server() != want) as usize;
+        }
+        assert!(differs_from_crc > 100, "{compat}: routed as CRC-32 would");
+    }
+}
+
 #[test]
 fn a_killed_backend_fails_over_and_no_other_key_moves() {
     let weights = [1, 1, 1, 1, 1];

@@ -98,19 +98,16 @@ impl Compat {
         }
     }
 
-    /// The key hash of a memcached scheme (`None`: CRC-32).
-    pub fn key_hash(self) -> Option<KeyHash> {
+    /// The scheme's key hash: [`KeyHash::Crc32a`] (plain CRC-32) for
+    /// nginx and pingora, [`KeyHash::Md5`] for libmemcached, twemproxy's
+    /// own. Two rings with the same key hash share one hash space, so the
+    /// keys that move between them can be counted exactly.
+    pub fn key_hash(self) -> KeyHash {
         match self {
-            Compat::Libmemcached => Some(KeyHash::Md5),
-            Compat::Twemproxy(h) => Some(h),
-            _ => None,
+            Compat::Nginx | Compat::PingoraV1 | Compat::PingoraV2 => KeyHash::Crc32a,
+            Compat::Libmemcached => KeyHash::Md5,
+            Compat::Twemproxy(h) => h,
         }
-    }
-
-    /// Whether keys hash evenly over all 2^32 values, as exact keyspace
-    /// shares and diffs assume (all but twemproxy's `crc16` and `crc32`).
-    pub fn uniform_key_hash(self) -> bool {
-        self.key_hash().is_none_or(KeyHash::is_uniform)
     }
 
     /// The hash this scheme gives a lookup key: CRC-32 of its bytes, as

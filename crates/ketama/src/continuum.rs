@@ -86,10 +86,13 @@ pub(crate) fn name_of(node: &Node, compat: Compat) -> Result<Vec<u8>> {
     Ok(name)
 }
 
+/// A host and its port as a number and as written, if given.
+type HostPort<'a> = (&'a str, Option<(u16, &'a str)>);
+
 /// Splits a memcached server string: `host`, `host:port`, `[v6]:port`,
 /// `[v6]` or a unix socket path (`/run/mc.sock`, port 0 as libmemcached
 /// gives it). Returns the host and the port as a number and as written.
-fn split(server: &str) -> std::result::Result<(&str, Option<(u16, &str)>), String> {
+fn split(server: &str) -> std::result::Result<HostPort<'_>, String> {
     if server.starts_with('/') {
         return Ok((server, Some((0, "0"))));
     }
@@ -248,10 +251,15 @@ mod tests {
         }
         let e = name_of(&named, lm).unwrap_err().to_string();
         assert!(e.contains("name= is a twemproxy server name"), "{e}");
-        let e = name_of(&Node::new("/run/mc.sock", 1), tw).unwrap_err().to_string();
+        let e = name_of(&Node::new("/run/mc.sock", 1), tw)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("name=NAME"), "{e}");
         let long = Node::new("a", 1).with_name("x".repeat(256));
-        assert!(name_of(&long, tw).unwrap_err().to_string().contains("256 bytes"));
+        assert!(name_of(&long, tw)
+            .unwrap_err()
+            .to_string()
+            .contains("256 bytes"));
     }
 
     #[test]

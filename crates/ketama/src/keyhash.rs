@@ -361,7 +361,11 @@ mod tests {
         for h in KeyHash::ALL {
             assert_eq!(h.name().parse::<KeyHash>().unwrap(), h);
         }
-        assert!("fnv".parse::<KeyHash>().unwrap_err().to_string().contains("fnv1a_64"));
+        assert!("fnv"
+            .parse::<KeyHash>()
+            .unwrap_err()
+            .to_string()
+            .contains("fnv1a_64"));
     }
 
     /// Published vectors for the hashes twemproxy did not change (its
@@ -378,7 +382,10 @@ mod tests {
         // lookup3 hashlittle("", 0) = 0xdeadbeef; with initval 13 the
         // empty key returns the initial c unmixed.
         assert_eq!(KeyHash::Jenkins.hash(b""), 0xdead_beef + 13);
-        assert_eq!(KeyHash::Md5.hash(b""), u32::from_le_bytes([0xd4, 0x1d, 0x8c, 0xd9]));
+        assert_eq!(
+            KeyHash::Md5.hash(b""),
+            u32::from_le_bytes([0xd4, 0x1d, 0x8c, 0xd9])
+        );
         assert!(KeyHash::Crc32.hash(b"any key at all") <= 0x7fff);
     }
 

@@ -133,8 +133,8 @@ pub(crate) fn digest_run(
                 std::array::from_fn(|w| std::array::from_fn(|l| word(&padded[l][b * 64..], w)));
             compress(&mut st, &m);
         }
-        for l in 0..n {
-            sink(i + l as u32, [st[0][l], st[1][l], st[2][l], st[3][l]]);
+        for (l, d) in (0..n).map(|l| st.map(|w| w[l])).enumerate() {
+            sink(i + l as u32, d);
         }
         i += n as u32;
     }
@@ -158,7 +158,10 @@ mod tests {
             ("a", "0cc175b9c0f1b6a831c399e269772661"),
             ("abc", "900150983cd24fb0d6963f7d28e17f72"),
             ("message digest", "f96b697d7cb7938d525a2f31aaf161d0"),
-            ("abcdefghijklmnopqrstuvwxyz", "c3fcd3d76192e4007dfb496cca67e13b"),
+            (
+                "abcdefghijklmnopqrstuvwxyz",
+                "c3fcd3d76192e4007dfb496cca67e13b",
+            ),
             (
                 "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789",
                 "d174ab98d277d9f5a5611c2c9f419d9f",

@@ -1,6 +1,7 @@
 //! Property tests of consistent hashing's laws, for the `Nginx` and
 //! `PingoraV2` schemes (whose tie rules are orders; `PingoraV1`'s ties are
-//! arbitrary and break these laws at collided points, see `Compat`).
+//! arbitrary and break these laws at collided points, see `Compat`), and
+//! the weaker laws the memcached schemes keep.
 //!
 //! Routing is constant between consecutive point hashes, so checking every
 //! point hash of both rings, and the hash just past each, checks every key.
@@ -162,6 +163,95 @@ proptest! {
     #[test]
     fn pingora_v2_laws((nodes, multiple) in config(Compat::PingoraV2), w in 1u32..4, at in any::<usize>()) {
         laws(Compat::PingoraV2, nodes, multiple, w, at)?;
+    }
+}
+
+/// The laws the memcached schemes keep (adding or removing a server
+/// changes every server's point count, so the add/remove laws above do not
+/// hold there): every layout routes alike; marking a server down moves only
+/// its keys, each to the next serving server in ring order; weight 0 is the
+/// same ring as the server removed (what the programs do when a server is
+/// ejected); a server keeps exactly the points the scheme gives it, less
+/// collisions.
+fn memcached_laws(compat: Compat, specs: &[(u32, bool)], at: usize) -> Result<(), TestCaseError> {
+    let nodes: Vec<Node> = specs
+        .iter()
+        .enumerate()
+        .map(|(i, &(w, named))| {
+            let n = Node::new(format!("10.2.{}.{}:{}", i / 200, i % 200, 11210 + i % 3), w);
+            match (compat, named) {
+                (Compat::Twemproxy(_), true) => n.with_name(format!("mc-{i}")),
+                _ => n,
+            }
+        })
+        .collect();
+    let b = |layout| RingBuilder::new().compat(compat).layout(layout);
+    let wide = b(Layout::Wide).build(nodes.clone()).unwrap();
+    ketama::testing::check_invariants(&wide).map_err(|v| TestCaseError::fail(v.to_string()))?;
+    let generated = wide.node_points();
+    prop_assert_eq!(generated.iter().sum::<u64>(), wide.generated_points());
+    let mut kept = vec![0u64; nodes.len()];
+    for (_, n) in wide.points() {
+        kept[n] += 1;
+    }
+    for (i, (k, g)) in kept.iter().zip(&generated).enumerate() {
+        prop_assert!(k <= g && g % 4 == 0 && (g == &0) == (nodes[i].weight() == 0));
+    }
+    let hashes = boundaries(&[&wide]);
+    for layout in [Layout::Packed, Layout::Compact] {
+        let other = b(layout).build(nodes.clone()).unwrap();
+        for &h in &hashes {
+            prop_assert_eq!(
+                server_at(&wide, h),
+                server_at(&other, h),
+                "{} at {:#x}",
+                layout,
+                h
+            );
+        }
+    }
+    let i = at % nodes.len();
+    let mut down = nodes.clone();
+    down[i] = down[i].clone().with_down(true);
+    let down = b(Layout::Wide).build(down).unwrap();
+    let victim = nodes[i].server();
+    for &h in &hashes {
+        let (before, after) = (server_at(&wide, h), server_at(&down, h));
+        if before == Some(victim) {
+            let next = wide
+                .failover_for_hash(h)
+                .map(|n| n.server())
+                .find(|&s| s != victim);
+            prop_assert_eq!(after, next);
+        } else {
+            prop_assert_eq!(before, after, "only the down server's keys move");
+        }
+    }
+    let mut drained = nodes.clone();
+    drained[i] = Node::new(victim, 0);
+    let mut removed = nodes.clone();
+    removed.remove(i);
+    let (drained, removed) = (
+        b(Layout::Wide).build(drained).unwrap(),
+        b(Layout::Wide).build(removed).unwrap(),
+    );
+    for &h in &boundaries(&[&drained, &removed]) {
+        prop_assert_eq!(server_at(&drained, h), server_at(&removed, h));
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    #[test]
+    fn libmemcached_laws(specs in prop::collection::vec((0u32..6, any::<bool>()), 1..16), at in any::<usize>()) {
+        memcached_laws(Compat::Libmemcached, &specs, at)?;
+    }
+
+    #[test]
+    fn twemproxy_laws(specs in prop::collection::vec((0u32..6, any::<bool>()), 1..16), at in any::<usize>()) {
+        memcached_laws(Compat::Twemproxy(ketama::KeyHash::Murmur), &specs, at)?;
     }
 }
 

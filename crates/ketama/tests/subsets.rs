@@ -197,7 +197,10 @@ fn errors_and_limits() {
     assert!(Requirement::new::<&str>(&v1, &[]).is_ok());
     // The memcached schemes: a subset's own continuum gives every server
     // other point counts, so no walk of the shared ring can equal it.
-    for compat in [Compat::Libmemcached, Compat::Twemproxy(ketama::KeyHash::Md5)] {
+    for compat in [
+        Compat::Libmemcached,
+        Compat::Twemproxy(ketama::KeyHash::Md5),
+    ] {
         let ring = build(
             vec![
                 with_labels("10.0.0.1:11211".into(), 1, true, 1),

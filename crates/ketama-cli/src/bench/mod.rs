@@ -38,9 +38,13 @@ pub struct BenchArgs {
     /// the table reports medians.
     #[arg(long, default_value_t = 5)]
     pub(crate) rounds: usize,
-    /// ketama's scheme (pingora rows always use their own): nginx, pingora-v1 or pingora-v2.
+    /// ketama's scheme (pingora rows always use their own): nginx,
+    /// pingora-v1, pingora-v2, libmemcached or twemproxy.
     #[arg(long, default_value = "nginx")]
     pub(crate) compat: Compat,
+    /// twemproxy's key hash (as in `ketama route --key-hash`).
+    #[arg(long)]
+    pub(crate) key_hash: Option<ketama::KeyHash>,
     /// Print one JSON object instead of the markdown table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -60,7 +64,8 @@ pub struct BenchArgs {
 }
 
 /// Runs the benchmark the options ask for, with memory counting on.
-pub fn run(args: BenchArgs) -> anyhow::Result<()> {
+pub fn run(mut args: BenchArgs) -> anyhow::Result<()> {
+    args.compat = crate::args::with_key_hash(args.compat, args.key_hash, "--key-hash")?;
     alloc::enable();
     match (args.subsets, args.balance) {
         (Some(f), _) => subsets::run(&args, f),
@@ -73,11 +78,21 @@ pub fn run(args: BenchArgs) -> anyhow::Result<()> {
 pub fn make_keys(n: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(n * 30);
     for i in 0..n as u64 {
-        // A multiplicative hash spreads the digits; keys stay distinct.
-        let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        out.extend_from_slice(format!("/cdn/obj/{:021x}", x as u128 & ((1 << 84) - 1)).as_bytes());
+        out.extend_from_slice(&key(i));
     }
     out
+}
+
+/// Benchmark key number `i`: `/cdn/obj/` and 21 hex digits.
+pub fn key(i: u64) -> [u8; 30] {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    // A multiplicative hash spreads the digits; keys stay distinct.
+    let x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) as u128 & ((1 << 84) - 1);
+    let mut k = *b"/cdn/obj/000000000000000000000";
+    for (d, o) in k[9..].iter_mut().enumerate() {
+        *o = HEX[(x >> (80 - 4 * d) & 15) as usize];
+    }
+    k
 }
 
 pub fn per(d: Duration, n: usize) -> f64 {

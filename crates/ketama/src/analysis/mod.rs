@@ -2,7 +2,9 @@
 //! balance, and the cost of a change between two rings.
 //!
 //! - shares and the balance model: [`keyspace`], [`analyze`], [`predicted_cv`];
-//! - [`diff`]: the exact keyspace that changes server between two rings;
+//! - [`diff`]: the exact keyspace that changes server between two rings
+//!   (one key hash), [`diff_sampled`]: the same estimated from sampled keys
+//!   (rings with different key hashes);
 //! - [`sweep_step`]: the CV measured over random server sets, for sweeps;
 //! - [`recommend`]: the smallest point multiple that meets a balance target;
 //! - [`layout_memory`]: what a ring costs in each layout;
@@ -48,7 +50,7 @@ pub mod simulate;
 mod sweep;
 
 pub use crate::synthetic::seeded as synthetic_servers;
-pub use diff::{diff, Diff};
+pub use diff::{diff, diff_sampled, exact_diff_applies, wilson95, Diff, SampledDiff};
 pub use recommend::{layout_memory, recommend, Recommendation, Target};
 pub use shares::{
     analyze, keyspace, mean_sd, predicted_cv, predicted_cv_equal, predicted_cv_of, Analysis,

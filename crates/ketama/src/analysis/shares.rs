@@ -106,7 +106,8 @@ pub struct NodeStats {
     pub index: usize,
     /// Weight.
     pub weight: u32,
-    /// Points generated: weight x point multiple.
+    /// Points generated: weight x point multiple, or the memcached
+    /// schemes' share of 160 x N.
     pub points: u64,
     /// Points lost to collisions (another node won the hash, or the node's
     /// own chain repeated a hash).
@@ -145,7 +146,7 @@ pub struct Analysis {
 /// predicted and measured CV, maximum overload. `O(P)`.
 pub fn analyze(ring: &Ring) -> Analysis {
     let nodes = ring.nodes();
-    let m = ring.point_multiple() as u64;
+    let generated = ring.node_points();
     let keys = keyspace(ring);
     let mut kept = vec![0u64; nodes.len()];
     for (_, n) in ring.points() {
@@ -156,12 +157,15 @@ pub fn analyze(ring: &Ring) -> Analysis {
         .filter(|&i| serving(i))
         .map(|i| nodes[i].weight() as u64)
         .sum();
-    let serving_points = serving_weight * m;
+    let serving_points: u64 = (0..nodes.len())
+        .filter(|&i| serving(i))
+        .map(|i| generated[i])
+        .sum();
     let mut stats = Vec::with_capacity(nodes.len());
     let mut ratios = Vec::new();
     let mut cvs = Vec::new();
     for (i, node) in nodes.iter().enumerate() {
-        let points = node.weight() as u64 * m;
+        let points = generated[i];
         let share = keys[i] as f64 / KEYSPACE as f64;
         let expected = if serving(i) && serving_weight > 0 {
             node.weight() as f64 / serving_weight as f64
