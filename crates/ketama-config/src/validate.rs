@@ -533,7 +533,7 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
             return Err(err(
                 file,
                 key,
-                &format!("label rules need the nginx or pingora-v2 scheme, not {compat} ({why}): change the scheme or remove [[label_rules]]"),
+                format!("label rules need the nginx or pingora-v2 scheme, not {compat} ({why}): change the scheme or remove [[label_rules]]"),
             ));
         }
     }
