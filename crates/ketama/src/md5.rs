@@ -9,14 +9,12 @@
 //! dependent steps per block, so one message at a time leaves most of the
 //! core idle; eight in flight keep it busy.
 
+use std::num::Wrapping;
+
+use wide::u32x8;
+
 /// Messages hashed side by side by [`digest_run`].
 pub(crate) const LANES: usize = 8;
-
-const S: [u32; 64] = [
-    7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 7, 12, 17, 22, 5, 9, 14, 20, 5, 9, 14, 20, 5, 9,
-    14, 20, 5, 9, 14, 20, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 4, 11, 16, 23, 6, 10, 15,
-    21, 6, 10, 15, 21, 6, 10, 15, 21, 6, 10, 15, 21,
-];
 
 /// `floor(abs(sin(i + 1)) x 2^32)`, as RFC 1321 lists them.
 const K: [u32; 64] = [
@@ -32,44 +30,139 @@ const K: [u32; 64] = [
 
 const INIT: [u32; 4] = [0x67452301, 0xefcdab89, 0x98badcfe, 0x10325476];
 
-/// One 64-byte block into `L` states at once: `m[w][l]` is word `w` of
-/// lane `l`'s block.
+/// A 32-bit word, or eight side by side: what [`compress`] computes on.
+trait Word:
+    Copy
+    + std::ops::Add<Output = Self>
+    + std::ops::BitAnd<Output = Self>
+    + std::ops::BitOr<Output = Self>
+    + std::ops::BitXor<Output = Self>
+    + std::ops::Not<Output = Self>
+{
+    fn splat(x: u32) -> Self;
+    fn rotl(self, s: u32) -> Self;
+}
+
+impl Word for Wrapping<u32> {
+    #[inline(always)]
+    fn splat(x: u32) -> Self {
+        Wrapping(x)
+    }
+    #[inline(always)]
+    fn rotl(self, s: u32) -> Self {
+        Wrapping(self.0.rotate_left(s))
+    }
+}
+
+/// Eight lanes: two SSE2 registers on any x86-64 (one AVX2 register where
+/// the build enables it), plain arrays elsewhere.
+impl Word for u32x8 {
+    #[inline(always)]
+    fn splat(x: u32) -> Self {
+        u32x8::splat(x)
+    }
+    #[inline(always)]
+    fn rotl(self, s: u32) -> Self {
+        (self << s) | (self >> (32 - s))
+    }
+}
+
+/// One 64-byte block into a state: `m[w]` is word `w` of the block (of
+/// each lane's block for `u32x8`). The 64 steps are written out (round
+/// function, message word, constant and rotation fixed per step) so that
+/// each compiles to straight-line code.
 #[inline(always)]
-fn compress<const L: usize>(st: &mut [[u32; L]; 4], m: &[[u32; L]; 16]) {
-    let [mut a, mut b, mut c, mut d] = *st;
-    for i in 0..64 {
-        let g = match i / 16 {
-            0 => i,
-            1 => (5 * i + 1) % 16,
-            2 => (3 * i + 5) % 16,
-            _ => (7 * i) % 16,
+fn compress<W: Word>(st: &mut [W; 4], m: &[W; 16]) {
+    #[inline(always)]
+    fn ff<W: Word>(b: W, c: W, d: W) -> W {
+        d ^ (b & (c ^ d))
+    }
+    #[inline(always)]
+    fn gg<W: Word>(b: W, c: W, d: W) -> W {
+        c ^ (d & (b ^ c))
+    }
+    #[inline(always)]
+    fn hh<W: Word>(b: W, c: W, d: W) -> W {
+        b ^ c ^ d
+    }
+    #[inline(always)]
+    fn ii<W: Word>(b: W, c: W, d: W) -> W {
+        c ^ (b | !d)
+    }
+    macro_rules! step {
+        ($f:ident, $a:ident, $b:ident, $c:ident, $d:ident, $m:expr, $k:expr, $s:expr) => {
+            $a = $b + ($a + $f($b, $c, $d) + W::splat($k) + $m).rotl($s);
         };
-        let mut f = [0u32; L];
-        for l in 0..L {
-            f[l] = match i / 16 {
-                0 => (b[l] & c[l]) | (!b[l] & d[l]),
-                1 => (d[l] & b[l]) | (!d[l] & c[l]),
-                2 => b[l] ^ c[l] ^ d[l],
-                _ => c[l] ^ (b[l] | !d[l]),
-            };
-        }
-        for l in 0..L {
-            let t = a[l]
-                .wrapping_add(f[l])
-                .wrapping_add(K[i])
-                .wrapping_add(m[g][l]);
-            a[l] = d[l];
-            d[l] = c[l];
-            c[l] = b[l];
-            b[l] = b[l].wrapping_add(t.rotate_left(S[i]));
-        }
     }
-    for l in 0..L {
-        st[0][l] = st[0][l].wrapping_add(a[l]);
-        st[1][l] = st[1][l].wrapping_add(b[l]);
-        st[2][l] = st[2][l].wrapping_add(c[l]);
-        st[3][l] = st[3][l].wrapping_add(d[l]);
-    }
+    let [mut a, mut b, mut c, mut d] = *st;
+    step!(ff, a, b, c, d, m[0], K[0], 7);
+    step!(ff, d, a, b, c, m[1], K[1], 12);
+    step!(ff, c, d, a, b, m[2], K[2], 17);
+    step!(ff, b, c, d, a, m[3], K[3], 22);
+    step!(ff, a, b, c, d, m[4], K[4], 7);
+    step!(ff, d, a, b, c, m[5], K[5], 12);
+    step!(ff, c, d, a, b, m[6], K[6], 17);
+    step!(ff, b, c, d, a, m[7], K[7], 22);
+    step!(ff, a, b, c, d, m[8], K[8], 7);
+    step!(ff, d, a, b, c, m[9], K[9], 12);
+    step!(ff, c, d, a, b, m[10], K[10], 17);
+    step!(ff, b, c, d, a, m[11], K[11], 22);
+    step!(ff, a, b, c, d, m[12], K[12], 7);
+    step!(ff, d, a, b, c, m[13], K[13], 12);
+    step!(ff, c, d, a, b, m[14], K[14], 17);
+    step!(ff, b, c, d, a, m[15], K[15], 22);
+    step!(gg, a, b, c, d, m[1], K[16], 5);
+    step!(gg, d, a, b, c, m[6], K[17], 9);
+    step!(gg, c, d, a, b, m[11], K[18], 14);
+    step!(gg, b, c, d, a, m[0], K[19], 20);
+    step!(gg, a, b, c, d, m[5], K[20], 5);
+    step!(gg, d, a, b, c, m[10], K[21], 9);
+    step!(gg, c, d, a, b, m[15], K[22], 14);
+    step!(gg, b, c, d, a, m[4], K[23], 20);
+    step!(gg, a, b, c, d, m[9], K[24], 5);
+    step!(gg, d, a, b, c, m[14], K[25], 9);
+    step!(gg, c, d, a, b, m[3], K[26], 14);
+    step!(gg, b, c, d, a, m[8], K[27], 20);
+    step!(gg, a, b, c, d, m[13], K[28], 5);
+    step!(gg, d, a, b, c, m[2], K[29], 9);
+    step!(gg, c, d, a, b, m[7], K[30], 14);
+    step!(gg, b, c, d, a, m[12], K[31], 20);
+    step!(hh, a, b, c, d, m[5], K[32], 4);
+    step!(hh, d, a, b, c, m[8], K[33], 11);
+    step!(hh, c, d, a, b, m[11], K[34], 16);
+    step!(hh, b, c, d, a, m[14], K[35], 23);
+    step!(hh, a, b, c, d, m[1], K[36], 4);
+    step!(hh, d, a, b, c, m[4], K[37], 11);
+    step!(hh, c, d, a, b, m[7], K[38], 16);
+    step!(hh, b, c, d, a, m[10], K[39], 23);
+    step!(hh, a, b, c, d, m[13], K[40], 4);
+    step!(hh, d, a, b, c, m[0], K[41], 11);
+    step!(hh, c, d, a, b, m[3], K[42], 16);
+    step!(hh, b, c, d, a, m[6], K[43], 23);
+    step!(hh, a, b, c, d, m[9], K[44], 4);
+    step!(hh, d, a, b, c, m[12], K[45], 11);
+    step!(hh, c, d, a, b, m[15], K[46], 16);
+    step!(hh, b, c, d, a, m[2], K[47], 23);
+    step!(ii, a, b, c, d, m[0], K[48], 6);
+    step!(ii, d, a, b, c, m[7], K[49], 10);
+    step!(ii, c, d, a, b, m[14], K[50], 15);
+    step!(ii, b, c, d, a, m[5], K[51], 21);
+    step!(ii, a, b, c, d, m[12], K[52], 6);
+    step!(ii, d, a, b, c, m[3], K[53], 10);
+    step!(ii, c, d, a, b, m[10], K[54], 15);
+    step!(ii, b, c, d, a, m[1], K[55], 21);
+    step!(ii, a, b, c, d, m[8], K[56], 6);
+    step!(ii, d, a, b, c, m[15], K[57], 10);
+    step!(ii, c, d, a, b, m[6], K[58], 15);
+    step!(ii, b, c, d, a, m[13], K[59], 21);
+    step!(ii, a, b, c, d, m[4], K[60], 6);
+    step!(ii, d, a, b, c, m[11], K[61], 10);
+    step!(ii, c, d, a, b, m[2], K[62], 15);
+    step!(ii, b, c, d, a, m[9], K[63], 21);
+    st[0] = st[0] + a;
+    st[1] = st[1] + b;
+    st[2] = st[2] + c;
+    st[3] = st[3] + d;
 }
 
 /// `msg` padded as MD5 pads it: `0x80`, zeros, the bit length (LE u64).
@@ -77,9 +170,7 @@ fn pad(msg: &[u8], out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(msg);
     out.push(0x80);
-    while out.len() % 64 != 56 {
-        out.push(0);
-    }
+    out.resize((msg.len() + 8) / 64 * 64 + 56, 0);
     out.extend_from_slice(&((msg.len() as u64).wrapping_mul(8)).to_le_bytes());
 }
 
@@ -91,48 +182,78 @@ fn word(b: &[u8], w: usize) -> u32 {
 /// bytes 0-3). Cost: one compression (about 64 dependent steps) per 64
 /// bytes.
 pub(crate) fn digest(msg: &[u8]) -> [u32; 4] {
-    let mut padded = Vec::with_capacity(msg.len() + 72);
-    pad(msg, &mut padded);
-    let mut st = INIT.map(|v| [v]);
-    for block in padded.chunks_exact(64) {
-        let m: [[u32; 1]; 16] = std::array::from_fn(|w| [word(block, w)]);
-        compress(&mut st, &m);
+    let mut st = INIT.map(Wrapping);
+    let mut blocks = msg.chunks_exact(64);
+    for block in &mut blocks {
+        compress(&mut st, &std::array::from_fn(|w| Wrapping(word(block, w))));
     }
-    st.map(|v| v[0])
+    // The tail, padded on the stack: one block, or two when fewer than 9
+    // bytes are left for the 0x80 and the length.
+    let rest = blocks.remainder();
+    let mut tail = [0u8; 128];
+    tail[..rest.len()].copy_from_slice(rest);
+    tail[rest.len()] = 0x80;
+    let len = if rest.len() < 56 { 64 } else { 128 };
+    tail[len - 8..len].copy_from_slice(&((msg.len() as u64).wrapping_mul(8)).to_le_bytes());
+    for block in tail[..len].chunks_exact(64) {
+        compress(&mut st, &std::array::from_fn(|w| Wrapping(word(block, w))));
+    }
+    st.map(|v| v.0)
 }
 
 /// The digests of the messages `prefix || decimal(i)` for `i` in `range`,
 /// passed to `sink(i, digest words)` in order. Messages of equal length
-/// (same digit count) go through [`compress`] [`LANES`] at a time.
+/// (same digit count) go through [`compress`] [`LANES`] at a time: the
+/// padded message is laid out once per digit count, and each batch only
+/// writes its digits into the lanes' copies.
 pub(crate) fn digest_run(
     prefix: &[u8],
     range: std::ops::Range<u32>,
     mut sink: impl FnMut(u32, [u32; 4]),
 ) {
-    use std::io::Write;
-    let mut msg = Vec::with_capacity(prefix.len() + 10);
-    let mut padded: Vec<Vec<u8>> = vec![Vec::new(); LANES];
+    let mut lanes: Vec<u8> = Vec::new();
+    let mut template = Vec::new();
+    let mut digits_of_layout = 0;
     let mut i = range.start;
     while i < range.end {
+        let digits = i.max(1).ilog10() as usize + 1;
+        if digits != digits_of_layout {
+            // Lay the padded message out for this digit count, in every lane.
+            let mut msg = prefix.to_vec();
+            msg.resize(prefix.len() + digits, b'0');
+            pad(&msg, &mut template);
+            lanes.clear();
+            for _ in 0..LANES {
+                lanes.extend_from_slice(&template);
+            }
+            digits_of_layout = digits;
+        }
+        let len = template.len();
         // The run of indices with as many digits as i, LANES at a time.
-        let digits_end = 10u64.pow(i.max(1).ilog10() + 1).min(range.end as u64) as u32;
-        let n = (digits_end - i).min(LANES as u32) as usize;
-        for (l, p) in padded.iter_mut().enumerate() {
-            msg.clear();
-            msg.extend_from_slice(prefix);
-            // Lanes past the run repeat its last message; their digests are
+        let run_end = 10u64.pow(digits as u32).min(range.end as u64) as u32;
+        let n = (run_end - i).min(LANES as u32) as usize;
+        for l in 0..LANES {
+            // Lanes past the run repeat its last index; their digests are
             // dropped.
-            let idx = i + (l.min(n - 1)) as u32;
-            // Writing to a Vec cannot fail.
-            let _ = write!(msg, "{idx}");
-            pad(&msg, p);
+            let mut x = i + l.min(n - 1) as u32;
+            let at = l * len + prefix.len();
+            for d in lanes[at..at + digits].iter_mut().rev() {
+                *d = b'0' + (x % 10) as u8;
+                x /= 10;
+            }
         }
-        let mut st: [[u32; LANES]; 4] = INIT.map(|v| [v; LANES]);
-        for b in 0..padded[0].len() / 64 {
-            let m: [[u32; LANES]; 16] =
-                std::array::from_fn(|w| std::array::from_fn(|l| word(&padded[l][b * 64..], w)));
-            compress(&mut st, &m);
+        let mut st: [u32x8; 4] = INIT.map(u32x8::splat);
+        let mut m = [[0u32; LANES]; 16];
+        for b in 0..len / 64 {
+            for (l, lane) in lanes.chunks_exact(len).enumerate() {
+                let block = &lane[b * 64..b * 64 + 64];
+                for (w, mw) in m.iter_mut().enumerate() {
+                    mw[l] = word(block, w);
+                }
+            }
+            compress(&mut st, &m.map(u32x8::new));
         }
+        let st = st.map(u32x8::to_array);
         for (l, d) in (0..n).map(|l| st.map(|w| w[l])).enumerate() {
             sink(i + l as u32, d);
         }
