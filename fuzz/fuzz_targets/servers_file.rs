@@ -1,5 +1,5 @@
-//! Any bytes as a servers file, with a scheme, layout and multiple taken
-//! from the first bytes: parsing and building never panic, every built
+//! Any bytes as a servers file, with a scheme (and twemproxy key hash),
+//! layout and multiple taken from the first bytes: parsing and building never panic, every built
 //! ring passes its invariant checker, every layout routes identically,
 //! lookups (plain, batched, failover) agree, and a label requirement
 //! answers exactly as a ring built from only the eligible servers.
@@ -14,8 +14,14 @@ fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
         return;
     }
-    let compat = Compat::ALL[data[0] as usize % Compat::ALL.len()];
-    let multiple = 1 + data[1] as u32 % 64;
+    let compat = match Compat::ALL[data[0] as usize % Compat::ALL.len()] {
+        Compat::Twemproxy(_) => {
+            Compat::Twemproxy(ketama::KeyHash::ALL[data[1] as usize % ketama::KeyHash::ALL.len()])
+        }
+        c => c,
+    };
+    // The memcached schemes take only their own multiple.
+    let multiple = compat.fixed_point_multiple().unwrap_or(1 + data[1] as u32 % 64);
     let Ok(text) = std::str::from_utf8(&data[3..]) else { return };
     let Ok(nodes) = ketama::parse_servers(text, "fuzz") else { return };
     let builder = RingBuilder::new().compat(compat).point_multiple(multiple);
@@ -61,7 +67,10 @@ fuzz_target!(|data: &[u8]| {
                     assert_eq!(order, want);
                 }
             }
-            (Err(ketama::Error::RequirementWithPingoraV1), _) => assert_eq!(compat, Compat::PingoraV1),
+            (Err(ketama::Error::RequirementUnsupported { compat: c, .. }), _) => {
+                assert_eq!(c, compat);
+                assert!(compat.requirement_obstacle().is_some() && !labels.is_empty());
+            }
             (Err(e), _) => panic!("a requirement of the ring's own labels failed: {e}"),
             // The eligible servers alone cannot form a ring only if the
             // whole set could not (it did) -- never.
