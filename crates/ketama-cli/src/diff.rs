@@ -12,6 +12,9 @@ use serde_json::json;
 use crate::args::TwoRings;
 use crate::bench::key as bench_key;
 
+/// Keys sampled by default where the moved share must be estimated.
+pub const SAMPLES: u64 = 1_000_000;
+
 /// Options of `ketama diff`.
 #[derive(Args, Debug)]
 pub struct DiffArgs {
@@ -19,7 +22,7 @@ pub struct DiffArgs {
     rings: TwoRings,
     /// Keys sampled when the two rings hash keys differently (CDN-like
     /// 30-byte paths; see --keys).
-    #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
+    #[arg(long, default_value_t = SAMPLES, value_parser = clap::value_parser!(u64).range(1..=1_000_000_000))]
     samples: u64,
     /// Sample these keys (one per line) instead, when the rings hash keys
     /// differently: the estimate is then for your own keys.

@@ -3,6 +3,7 @@
 
 use anyhow::bail;
 use clap::Args;
+use ketama::analysis;
 use serde_json::json;
 
 use crate::args::TwoRings;
@@ -29,14 +30,34 @@ pub fn run(args: MigratePlanArgs) -> anyhow::Result<()> {
         steps.push(bp as u16);
     }
     let (from, to) = args.rings.load()?;
-    let plan = ketama::migration::plan(&from, &to, &steps);
+    // Across key hashes the moved share is estimated from sampled keys, as
+    // `ketama diff` does (and says so).
+    let sampled = (!analysis::exact_diff_applies(&from, &to)).then(|| {
+        analysis::diff_sampled(&from, &to, (0..crate::diff::SAMPLES).map(crate::bench::key))
+    });
+    let plan = match &sampled {
+        None => ketama::migration::plan(&from, &to, &steps),
+        Some(d) => ketama::migration::plan_for(d.moved, &steps),
+    };
     if args.json {
         let rows: Vec<_> = plan
             .iter()
             .map(|(bp, f)| json!({"bp": bp, "moved": f}))
             .collect();
-        println!("{}", json!({ "steps": rows }));
+        let mut v = json!({ "steps": rows });
+        if let Some(d) = &sampled {
+            v["estimated"] = json!(true);
+            v["samples"] = json!(d.samples);
+            v["ci95"] = json!([d.ci95.0, d.ci95.1]);
+        }
+        println!("{v}");
         return Ok(());
+    }
+    if let Some(d) = &sampled {
+        eprintln!(
+            "ketama: the rings hash keys differently, so the moved share {:.6} (95% CI {:.6} to {:.6}) is estimated from {} sampled keys",
+            d.moved, d.ci95.0, d.ci95.1, d.samples
+        );
     }
     for (bp, f) in plan {
         println!("{bp}\t{f:.6}");

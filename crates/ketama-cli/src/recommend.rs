@@ -26,7 +26,8 @@ pub struct RecommendArgs {
     /// multiple (absolute, e.g. 0.01).
     #[arg(long)]
     max_extra_error: Option<f64>,
-    /// Hashing scheme: nginx, pingora-v1 or pingora-v2.
+    /// Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and
+    /// twemproxy fix their points per server, so there is nothing to vary).
     #[arg(long, default_value = "nginx")]
     compat: Compat,
     /// The current points per weight unit (at least 1).
@@ -38,6 +39,14 @@ pub struct RecommendArgs {
 }
 
 pub fn run(args: RecommendArgs) -> anyhow::Result<()> {
+    if args.compat.is_memcached() {
+        bail!(
+            "--compat {}: recommend varies the points per server, which {} fixes at 160 on average; see its balance with `ketama analyze --compat {}`",
+            args.compat,
+            args.compat.name(),
+            args.compat.name()
+        );
+    }
     let target = match (args.max_cv, args.max_extra_error) {
         (Some(x), _) if !(x > 0.0 && x.is_finite()) => {
             bail!("--max-cv {x}: give a positive number such as 0.05")

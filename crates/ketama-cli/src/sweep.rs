@@ -29,7 +29,8 @@ pub struct SweepArgs {
     /// Seed of the first node set (trial t uses seed + t).
     #[arg(long, default_value_t = 1)]
     seed: u64,
-    /// Hashing scheme: nginx, pingora-v1 or pingora-v2.
+    /// Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and
+    /// twemproxy fix their points per server, so there is nothing to vary).
     #[arg(long, default_value = "nginx")]
     compat: Compat,
     /// CSV output.
@@ -41,6 +42,14 @@ pub struct SweepArgs {
 }
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
+    if args.compat.is_memcached() {
+        bail!(
+            "--compat {}: sweep varies the points per server, which {} fixes at 160 on average; see its balance with `ketama analyze --compat {}`",
+            args.compat,
+            args.compat.name(),
+            args.compat.name()
+        );
+    }
     if args.nodes < 2 {
         bail!(
             "--nodes {} is too few: a sweep needs at least 2 servers",

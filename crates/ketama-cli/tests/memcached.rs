@@ -130,6 +130,20 @@ fn scheme_options_are_checked() {
         assert_ne!(code, 0, "{extra:?}");
         assert!(err.contains(want), "{extra:?}: {err}");
     }
+    let (code, _, err) = run(
+        &[
+            "recommend",
+            "--servers",
+            p,
+            "--compat",
+            "twemproxy",
+            "--max-cv",
+            "0.1",
+        ],
+        b"",
+    );
+    assert_ne!(code, 0);
+    assert!(err.contains("fixes at 160 on average"), "{err}");
     let labelled = servers_file("10.0.0.1:11211 labels=eu\n10.0.0.2:11211\n");
     let (code, _, err) = run(
         &[
@@ -240,4 +254,35 @@ fn diff_across_key_hashes_is_an_estimate_with_its_interval() {
     // Independent mappings of 25 weighted servers: the moved share is
     // 1 - sum(share^2), well inside (0.9, 0.99).
     assert!(moved > 0.9 && moved < 0.99, "{moved}");
+
+    // migrate-plan estimates the same way, from the same default samples.
+    let two = [
+        "--from",
+        s,
+        "--to",
+        s,
+        "--from-compat",
+        "twemproxy",
+        "--to-compat",
+        "nginx",
+    ];
+    let (code, out, err) = run(&[&["diff"][..], &two, &["--json"]].concat(), b"");
+    assert_eq!(code, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["samples"], 1_000_000);
+    let (code, out, err) = run(
+        &[
+            &["migrate-plan"][..],
+            &two,
+            &["--steps", "5000,10000", "--json"],
+        ]
+        .concat(),
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let p: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(p["estimated"], true);
+    assert_eq!(p["steps"][1]["moved"], d["moved"]);
+    let half = p["steps"][0]["moved"].as_f64().unwrap();
+    assert!((half - d["moved"].as_f64().unwrap() / 2.0).abs() < 1e-12);
 }

@@ -210,9 +210,16 @@ impl Migration {
 /// For each rollout in `steps` (basis points), the expected fraction of the
 /// keyspace whose server changes against the old ring: `bp / 10,000` times
 /// the exact moved fraction between the rings (rollout buckets are
-/// independent of ring position).
+/// independent of ring position). Exact only where
+/// [`exact_diff_applies`](crate::analysis::exact_diff_applies); otherwise
+/// estimate the moved fraction with
+/// [`diff_sampled`](crate::analysis::diff_sampled) and use [`plan_for`].
 pub fn plan(old: &Ring, new: &Ring, steps: &[u16]) -> Vec<(u16, f64)> {
-    let moved = crate::analysis::diff(old, new).moved;
+    plan_for(crate::analysis::diff(old, new).moved, steps)
+}
+
+/// [`plan`] from a moved fraction already known (or estimated).
+pub fn plan_for(moved: f64, steps: &[u16]) -> Vec<(u16, f64)> {
     steps
         .iter()
         .map(|&bp| (bp, bp as f64 / FULL as f64 * moved))
