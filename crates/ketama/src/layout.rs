@@ -10,59 +10,67 @@
 //! |----------|------|-------|-------------|----------------|
 //! | `Wide`   | u32  | u32   | 8           | 2^32           |
 //! | `Packed` | u32  | u16   | 6           | 65,536         |
-//! | `Compact`| r low bits | ceil(log2 N) bits | 3.3 to 3.7 (see below) | 2^32 |
+//! | `Compact`| r low bits + Elias-Fano upper bits | ceil(log2 N) bits | 3.0 to 3.5 (see below) | 2^32 |
 //!
 //! Lookup cost: `Wide` and `Packed` binary-search (`log2 P` dependent loads,
-//! the last ten or so missing cache on large rings); `Compact` loads one
-//! bucket's bounds and scans its few entries (two or three cache lines).
+//! the last ten or so missing cache on large rings); `Compact` finds one
+//! bucket in its unary upper bits and scans its few entries (three or four
+//! cache lines).
 //!
 //! `Packed` spends the same 6 bytes as pingora-ketama's `PointV2`
 //! (`[u8; 6]`: hash then u16 node), split into two arrays instead of one.
 //!
 //! # `Compact`
 //!
-//! A bucket index over the top hash bits and bit-packed (remainder, node)
-//! entries: 3.3 to 3.7 bytes per point at CDN
-//! sizes (measured: 3.68 at 1.6M points over 10,000 nodes, 3.29 at 16M),
-//! against pingora-ketama v2's 6, and a lookup touches two or three cache
-//! lines instead of a binary search's twenty-odd.
+//! The sorted hashes in Elias-Fano code, each with its owner: 3.0 to 3.5
+//! bytes per point at CDN sizes (measured: 3.07 at 16M points over 10,000
+//! nodes, 3.45 at 1.6M), within 8% of the information-theoretic floor
+//! (2.85 and 3.27 there), against pingora-ketama v2's 6; a lookup touches
+//! three or four cache lines, one of them a small sample table that stays
+//! in cache, instead of a binary search's twenty-odd.
 //!
 //! ## Fields
 //!
-//! With `P` sorted, distinct point hashes, `N` nodes and a bucket count
-//! `B = 2^b` chosen at build time:
+//! With `P` sorted, distinct point hashes, `N` nodes and `r` low bits
+//! chosen at build time, a hash's top `32 - r` bits name its bucket (there
+//! are `B = 2^(32 - r)`) and its low `r` bits its remainder:
 //!
-//! - **entries**: for each point in ring order, `r = 32 - b` low bits of its
-//!   hash (the top `b` bits are implied by its bucket) and the owner's node
-//!   index in `n = ceil(log2 N)` bits, packed back to back as one
-//!   `w = r + n`-bit field (`rem << n | node`). `P * w` bits.
-//! - **offsets**: where each bucket's entries start, in two levels: one u32
-//!   base per superblock of `S = 2^s` buckets, and per bucket a `k`-bit
-//!   offset from its superblock's base, `k` being the bits the largest such
-//!   offset needs. `(B + 1) * k + (B / S + 1) * 32` bits.
+//! - **entries**: for each point in ring order, its remainder and its
+//!   owner's node index in `n = ceil(log2 N)` bits, packed back to back as
+//!   one `w = r + n`-bit field (`rem << n | node`). `P * w` bits.
+//! - **upper**: the bucket of every point in unary: point `i` (in ring
+//!   order) of bucket `q` sets bit `q + i`, and each bucket ends with a
+//!   zero. `P + B` bits; bucket `q` starts right after the `q`-th zero, and
+//!   its first point is number `position - q`.
+//! - **samples**: one u32 per 128 buckets, the bit where that bucket starts
+//!   in `upper`. `32 * B / 128` bits.
 //! - fields are read from 64-bit words, two adjacent loads combined; each
 //!   array ends with a padding word so the second load stays in bounds.
 //!
-//! Bytes per point are therefore
-//! `(w + (k + 32 / S) * B / P) / 8`. The build tries every `b` around
-//! `log2 P` and `S` from 8 to 128 and keeps the smallest. For 1.6M points
-//! over 10,000 nodes that is `b = 18`, `S = 64`, `k = 9`: `w = 28` bits of
-//! entry plus 0.18 B of index, 3.68 B/point; the
-//! information-theoretic floor there is about 3.3 (`log2 C(2^32, P) / P`
-//! bits per hash plus `log2 N` for the owner).
+//! Bytes per point are therefore `(w + 1 + B / P + 0.25 B / P) / 8`; the
+//! build takes the `r` that makes them smallest, which is about
+//! `log2(2^32 / P)` (one bucket per point or two), so a hash costs
+//! `r + 2.3` bits where the floor is `log2 C(2^32, P) / P`, about
+//! `log2(2^32 / P) + 1.44`. At 16M points over 10,000 nodes that is
+//! `r = 8`, `n = 14`: 22 bits of entry, 2.05 of upper and 0.26 of samples,
+//! 3.04 B a point plus the collision lists (about 0.02); at 1.6M, `r = 11`:
+//! 25 + 2.31 + 0.16 bits, 3.43 B. The rest of the distance to the floor is
+//! the owner: 14 bits where `log2 10,000` is 13.3.
 //!
 //! ## Lookup
 //!
-//! A key hash `h` falls in bucket `h >> r`; its entries lie between that
-//! bucket's start and the next one's (both in the same one or two cache
-//! lines of offsets). The entry where the bucket is expected to start (its
-//! superblock's base plus the average bucket size times its place) is
-//! touched at the same time, so the offsets' and the entries' cache misses
-//! overlap instead of following one another. The first entry whose
-//! remainder is `>= h`'s low `r` bits is the answer; if there is none, the answer is the first entry of
-//! the following buckets, which is simply the next entry in ring order
-//! (wrapping to entry 0). A bucket holds `P / B` entries on average, 2 to 8
-//! with the chosen `b`: a short linear scan of one or two cache lines.
+//! A key hash `h` falls in bucket `q = h >> r`. Its sample gives the start
+//! of bucket `q - q % 128` in `upper`; from there the lookup skips
+//! `q % 128` zeros (a word or two, a popcount each, then a branch-free
+//! select within the word), which gives bucket `q`'s first bit `p` and
+//! first point `p - q`; the ones after `p` count its points. The entry
+//! where the bucket is expected to start (the sample's first point plus the
+//! average bucket size times `q % 128`) is touched at the same time, so the
+//! entries' cache miss overlaps the upper bits' instead of following it.
+//! The first entry of the bucket whose remainder is `>= h`'s low `r` bits
+//! is the answer; if there is none, the answer is the first point of the
+//! following buckets, which is simply the next point in ring order
+//! (wrapping to point 0). A bucket holds one or two points on average.
 //!
 //! Any node count `Wide` holds fits (`n <= 32`, `r <= 24`, so `w <= 56`).
 
@@ -81,8 +89,8 @@ pub enum Layout {
     Wide,
     /// u32 hash + u16 node index: 6 B/point, at most 65,536 nodes.
     Packed,
-    /// Bucket index and bit-packed entries: 3.3 to 3.7 B/point at 16+
-    /// points per node, any node count, the fastest lookups on large
+    /// Elias-Fano coded hashes with bit-packed owners: 3.0 to 3.5 B/point
+    /// at 16+ points per node, any node count, the fastest lookups on large
     /// rings. See the [module docs](self).
     Compact,
 }

@@ -1,7 +1,7 @@
 //! Migrations: the rollout decision's fixed definition, its laws, and live
 //! rollout changes under concurrent lookups.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use ketama::analysis;
@@ -134,13 +134,16 @@ fn rollout_changes_under_concurrent_lookups() {
         new.clone(),
         Rollout::new(0).unwrap(),
     ));
-    let stop = Arc::new(AtomicBool::new(false));
+    // Readers stop once they have looked up 20,000 keys and seen both
+    // rings answer; the writer changes the rollout until every reader has
+    // stopped, so the test cannot finish before the readers start.
+    let finished = Arc::new(AtomicUsize::new(0));
     let keys = Arc::new(keys(5000));
     let readers: Vec<_> = (0..3)
         .map(|t| {
-            let (m, stop, keys, old, new) = (
+            let (m, finished, keys, old, new) = (
                 m.clone(),
-                stop.clone(),
+                finished.clone(),
                 keys.clone(),
                 old.clone(),
                 new.clone(),
@@ -148,7 +151,7 @@ fn rollout_changes_under_concurrent_lookups() {
             std::thread::spawn(move || {
                 let mut n = 0u64;
                 let mut by_version = [0u64; 2];
-                while !stop.load(Ordering::Relaxed) || n < 20_000 {
+                while n < 20_000 || by_version.contains(&0) {
                     let k = &keys[(n as usize * 7 + t) % keys.len()];
                     let (node, v) = m.node(k, Some("ams"));
                     let want = match v {
@@ -160,15 +163,17 @@ fn rollout_changes_under_concurrent_lookups() {
                     assert!(node == old.node(k) || node == new.node(k));
                     n += 1;
                 }
+                finished.fetch_add(1, Ordering::SeqCst);
                 by_version
             })
         })
         .collect();
-    for i in 0..2000u32 {
-        let bp = (i * 37) % 10_001;
+    let mut i = 0u32;
+    while finished.load(Ordering::SeqCst) < 3 {
+        let bp = [(i * 37) % 10_001, 0, 10_000][i as usize % 3];
         m.set_rollout(Rollout::new(0).unwrap().with_scope("ams", bp).unwrap());
+        i = i.wrapping_add(1);
     }
-    stop.store(true, Ordering::Relaxed);
     // Every reader saw rollouts change under it: both rings answered.
     for r in readers {
         let [old, new] = r.join().unwrap();
