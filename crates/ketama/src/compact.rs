@@ -3,8 +3,18 @@
 
 use crate::sort;
 
-/// Buckets per sample of the upper bits' positions.
-const SAMPLE: usize = 128;
+/// Buckets per sample of the upper bits' positions, as a power of two:
+/// 32 below 2^20 points (rings small enough that a denser index costs
+/// little and keeps the lookup to one or two words of upper bits), 64 below
+/// 2^23, 128 above (where the sample table is what keeps the layout within
+/// 8% of the floor).
+fn sample_shift(len: usize) -> u32 {
+    match len {
+        0..0x10_0000 => 5,
+        0x10_0000..0x80_0000 => 6,
+        _ => 7,
+    }
+}
 const MIN_REM_BITS: u32 = 4;
 const MAX_REM_BITS: u32 = 24;
 
@@ -20,8 +30,10 @@ pub(crate) struct Compact {
     /// The bucket sizes in unary: point `i` of bucket `q` sets bit `q + i`;
     /// bucket `q` ends with its zero bit. `len + B` bits, then padding.
     upper: Box<[u64]>,
-    /// `samples[j]`: the bit where bucket `j * SAMPLE` starts in `upper`.
+    /// `samples[j]`: the bit where bucket `j << sample_shift` starts in
+    /// `upper`.
     samples: Box<[u32]>,
+    sample_shift: u32,
     /// Average points per bucket, in 1/65536ths.
     per_bucket: u64,
 }
@@ -130,8 +142,11 @@ impl Compact {
         let width = rem_bits + node_bits;
         let buckets = 1usize << (32 - rem_bits);
         let upper_bits = len + buckets;
-        let mut upper = vec![0u64; upper_bits.div_ceil(64) + 2];
-        let mut samples = vec![0u32; buckets.div_ceil(SAMPLE) + 1];
+        // Padding: `pick` reads up to four aligned words from any bucket.
+        let mut upper = vec![0u64; upper_bits.div_ceil(64) + 4];
+        let shift = sample_shift(len);
+        let sample = 1usize << shift;
+        let mut samples = vec![0u32; buckets.div_ceil(sample) + 1];
         // One pass: each point's upper bit, each sampled bucket's start
         // (the first point at or past it, plus the bucket number), and the
         // entries, written over the sorted points themselves: entry `i`
@@ -146,8 +161,8 @@ impl Compact {
         for i in 0..len {
             let p = words[i];
             let q = (p >> bucket_shift) as usize;
-            while next_sample * SAMPLE <= q {
-                samples[next_sample] = (i + next_sample * SAMPLE) as u32;
+            while next_sample * sample <= q {
+                samples[next_sample] = (i + next_sample * sample) as u32;
                 next_sample += 1;
             }
             let bit = q + i;
@@ -164,7 +179,7 @@ impl Compact {
             }
         }
         while next_sample < samples.len() {
-            samples[next_sample] = (len + (next_sample * SAMPLE).min(buckets)) as u32;
+            samples[next_sample] = (len + (next_sample * sample).min(buckets)) as u32;
             next_sample += 1;
         }
         words.truncate(k);
@@ -179,37 +194,37 @@ impl Compact {
             entries: words.into_boxed_slice(),
             upper: upper.into_boxed_slice(),
             samples: samples.into_boxed_slice(),
+            sample_shift: shift,
             per_bucket: ((len as u64) << 16) >> (32 - rem_bits),
         }
     }
 
     /// The bit of `upper` where bucket `q` starts, from its sample's
-    /// (`sample`, the bit where bucket `q - q % SAMPLE` starts): `q %
-    /// SAMPLE` zeros further, a word or a few, a popcount each and one
+    /// (`sample`, the bit where the first bucket of `q`'s sample starts):
+    /// as many zeros further as buckets between them, a word or a few, a popcount each and one
     /// branch-free select within the last.
     #[inline(always)]
     fn bucket_pos_from(&self, sample: usize, q: usize) -> usize {
-        let zeros = (q % SAMPLE) as u32;
+        let zeros = (q & ((1 << self.sample_shift) - 1)) as u32;
         if zeros == 0 {
             return sample;
         }
-        // The next 256 bits hold the zero sought nearly always (about 130
-        // zeros where buckets average one point): count all four words at
-        // once and pick the one holding it without a data-dependent branch,
-        // which a word-by-word loop mispredicts about once a lookup.
-        let w: [u64; 4] = std::array::from_fn(|k| !bits64(&self.upper, sample + 64 * k));
-        let p = w.map(byte_prefix);
-        let c1 = (p[0] >> 56) as u32;
-        let c2 = c1 + (p[1] >> 56) as u32;
-        let c3 = c2 + (p[2] >> 56) as u32;
-        let c4 = c3 + (p[3] >> 56) as u32;
-        if zeros <= c4 {
-            let k = (c1 < zeros) as usize + (c2 < zeros) as usize + (c3 < zeros) as usize;
-            let before = [0, c1, c2, c3][k];
-            return sample + 64 * k + select(w[k], p[k], zeros - 1 - before) as usize + 1;
-        }
-        let mut pos = sample + 256;
-        let mut zeros = zeros - c4;
+        // The next 128 bits (256 with 128 buckets a sample) hold the zero
+        // sought nearly always: count the words at once and pick the one
+        // holding it without a data-dependent branch, which a word-by-word
+        // loop mispredicts about once a lookup.
+        let (pos, zeros) = if self.sample_shift <= 6 {
+            match self.pick::<2>(sample, zeros) {
+                Ok(pos) => return pos,
+                Err(rest) => rest,
+            }
+        } else {
+            match self.pick::<4>(sample, zeros) {
+                Ok(pos) => return pos,
+                Err(rest) => rest,
+            }
+        };
+        let (mut pos, mut zeros) = (pos, zeros);
         loop {
             let w = !bits64(&self.upper, pos);
             let prefix = byte_prefix(w);
@@ -222,14 +237,38 @@ impl Compact {
         }
     }
 
+    /// The bit after the `zeros`-th zero from `pos` if it lies in the `W`
+    /// aligned words from `pos`'s on, else where to go on and how many
+    /// zeros are left. Aligned words are one load each; the bits of the
+    /// first word below `pos` are masked off.
+    #[inline(always)]
+    fn pick<const W: usize>(&self, pos: usize, zeros: u32) -> Result<usize, (usize, u32)> {
+        let base = pos / 64;
+        let mut w: [u64; W] = std::array::from_fn(|k| !self.upper[base + k]);
+        w[0] &= u64::MAX << (pos % 64);
+        let p = w.map(byte_prefix);
+        let mut before = [0u32; W];
+        let mut total = 0u32;
+        for k in 0..W {
+            before[k] = total;
+            total += (p[k] >> 56) as u32;
+        }
+        if zeros > total {
+            return Err((64 * (base + W), zeros - total));
+        }
+        let k = before[1..].iter().filter(|&&b| b < zeros).count();
+        Ok(64 * (base + k) + select(w[k], p[k], zeros - 1 - before[k]) as usize + 1)
+    }
+
     /// Where bucket `q`'s first point probably is, from its sample alone:
     /// the sample's first point plus the average bucket size times the
     /// buckets in between. Touching that entry early overlaps its cache
     /// miss with the upper bits'.
     #[inline(always)]
     fn guess(&self, sample: usize, q: usize) -> usize {
-        let first = sample - (q / SAMPLE) * SAMPLE;
-        (first + (((q % SAMPLE) as u64 * self.per_bucket) >> 16) as usize).min(self.len)
+        let within = q & ((1 << self.sample_shift) - 1);
+        let first = sample - (q - within);
+        (first + ((within as u64 * self.per_bucket) >> 16) as usize).min(self.len)
     }
 
     /// Points in the bucket whose first bit is `pos`: the ones before the
@@ -247,6 +286,12 @@ impl Compact {
         }
     }
 
+    /// Loads the word holding entry `i` (to start its cache miss early).
+    #[inline(always)]
+    fn touch(&self, i: usize) {
+        std::hint::black_box(self.entries[i * self.width as usize / 64]);
+    }
+
     #[inline(always)]
     fn entry(&self, i: usize) -> u64 {
         read(&self.entries, i * self.width as usize, self.width)
@@ -262,20 +307,20 @@ impl Compact {
     }
 
     /// The full hash of point `i`: its bucket (a binary search over the
-    /// samples, then a walk of at most `SAMPLE` buckets, `O(log B)`) and
+    /// samples, then a walk of at most one sample's buckets, `O(log B)`) and
     /// its stored remainder.
     pub(crate) fn hash(&self, i: usize) -> u32 {
         // The last sample whose bucket starts at or before point i.
         let (mut lo, mut hi) = (0usize, self.samples.len());
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            if self.samples[mid] as usize - (mid * SAMPLE) <= i {
+            if self.samples[mid] as usize - (mid << self.sample_shift) <= i {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
-        let mut q = lo * SAMPLE;
+        let mut q = lo << self.sample_shift;
         let mut pos = self.samples[lo] as usize;
         loop {
             let start = pos - q;
@@ -326,8 +371,8 @@ impl Compact {
     #[inline]
     pub(crate) fn search(&self, hash: u32) -> usize {
         let q = (hash as u64 >> self.rem_bits) as usize;
-        let sample = self.samples[q / SAMPLE] as usize;
-        std::hint::black_box(self.entry(self.guess(sample, q)));
+        let sample = self.samples[q >> self.sample_shift] as usize;
+        self.touch(self.guess(sample, q));
         let pos = self.bucket_pos_from(sample, q);
         self.scan(pos, q, hash)
     }
@@ -358,9 +403,9 @@ impl Compact {
         let mut at = [0usize; crate::layout::GROUP];
         for (a, &h) in at.iter_mut().zip(qs) {
             let q = (h as u64 >> self.rem_bits) as usize;
-            let sample = self.samples[q / SAMPLE] as usize;
+            let sample = self.samples[q >> self.sample_shift] as usize;
             // Both misses of this key start now, beside the other keys'.
-            std::hint::black_box(self.entry(self.guess(sample, q)));
+            self.touch(self.guess(sample, q));
             std::hint::black_box(self.upper[sample / 64 + 1]);
             *a = sample;
         }
@@ -380,13 +425,15 @@ impl Compact {
 }
 
 /// The remainder width that makes the structure smallest:
-/// `P (r + n) + P + 2^(32 - r) + 32 x 2^(32 - r) / SAMPLE` bits, which is
+/// `P (r + n) + P + 2^(32 - r) + 32 x 2^(32 - r) / S` bits (S buckets a
+/// sample), which is
 /// smallest near `r = log2(2^32 / P)`. Cost: `O(1)`.
 fn choose(len: u64, node_bits: u32) -> u32 {
+    let sample = 1u64 << sample_shift(len as usize);
     (MIN_REM_BITS..=MAX_REM_BITS)
         .min_by_key(|&r| {
             let buckets = 1u64 << (32 - r);
-            len * (r + node_bits) as u64 + len + buckets + 32 * buckets.div_ceil(SAMPLE as u64)
+            len * (r + node_bits) as u64 + len + buckets + 32 * buckets.div_ceil(sample)
         })
         .expect("a range of widths")
 }
@@ -482,6 +529,37 @@ mod tests {
             let hashes: Vec<u32> = (0..n).map(|_| rng.random()).collect();
             let queries: Vec<u32> = (0..20_000).map(|_| rng.random()).collect();
             check(&hashes, nodes, queries);
+        }
+    }
+
+    /// Past 2^23 points a sample covers 128 buckets (the four-word path).
+    #[test]
+    fn large_rings_with_sparse_samples() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(8);
+        let mut sorted: Vec<u64> = (0..(1u32 << 23) + 100_000)
+            .map(|i| sort::pack(rng.random(), i % 10_000))
+            .collect();
+        sorted.sort_unstable();
+        sorted.dedup_by_key(|p| sort::hash_of(*p));
+        let c = Compact::new(sorted.clone(), 10_000);
+        assert_eq!(c.sample_shift, 7);
+        let plain: Vec<u32> = sorted.iter().map(|&p| sort::hash_of(p)).collect();
+        let mut hs = [0u32; crate::layout::GROUP];
+        let mut got = [0usize; crate::layout::GROUP];
+        for _ in 0..20_000 {
+            hs.iter_mut().for_each(|h| *h = rng.random());
+            c.search_group(&hs, &mut got);
+            for (&q, &g) in hs.iter().zip(&got) {
+                let want = match plain.partition_point(|&h| h < q) {
+                    i if i == plain.len() => 0,
+                    i => i,
+                };
+                assert_eq!(c.search(q), want, "query {q:#x}");
+                assert_eq!(g, want, "group query {q:#x}");
+            }
+        }
+        for i in (0..plain.len()).step_by(997) {
+            assert_eq!(c.hash(i), plain[i]);
         }
     }
 
