@@ -22,12 +22,12 @@
 //!
 //! # `Compact`
 //!
-//! The sorted hashes in Elias-Fano code, each with its owner: 3.0 to 3.5
+//! The sorted hashes in Elias-Fano code, each with its owner: 3.0 to 3.7
 //! bytes per point at CDN sizes (measured: 3.07 at 16M points over 10,000
-//! nodes, 3.45 at 1.6M), within 8% of the information-theoretic floor
+//! nodes, 3.51 at 1.6M), within 8% of the information-theoretic floor
 //! (2.85 and 3.27 there), against pingora-ketama v2's 6; a lookup touches
-//! three or four cache lines, one of them a small sample table that stays
-//! in cache, instead of a binary search's twenty-odd.
+//! three or four cache lines (a sample, the bucket's upper bits, its
+//! entries) instead of a binary search's twenty-odd.
 //!
 //! ## Fields
 //!
@@ -42,35 +42,47 @@
 //!   order) of bucket `q` sets bit `q + i`, and each bucket ends with a
 //!   zero. `P + B` bits; bucket `q` starts right after the `q`-th zero, and
 //!   its first point is number `position - q`.
-//! - **samples**: one u32 per 128 buckets, the bit where that bucket starts
-//!   in `upper`. `32 * B / 128` bits.
+//! - **samples**: one u32 per `S` buckets, the bit where that bucket
+//!   starts in `upper`. `32 * B / S` bits; `S` is 32 below 2^20 points, 64
+//!   below 2^23, 128 above (denser samples mean shorter scans, and cost
+//!   little where rings are small).
 //! - fields are read from 64-bit words, two adjacent loads combined; each
 //!   array ends with a padding word so the second load stays in bounds.
 //!
-//! Bytes per point are therefore `(w + 1 + B / P + 0.25 B / P) / 8`; the
-//! build takes the `r` that makes them smallest, which is about
-//! `log2(2^32 / P)` (one bucket per point or two), so a hash costs
+//! Bytes per point are therefore `(w + 1 + B / P + 32 B / (S P)) / 8`;
+//! the build takes the `r` that makes them smallest, which is about
+//! `log2(2^32 / P)` (one bucket per point or two), so a hash costs about
 //! `r + 2.3` bits where the floor is `log2 C(2^32, P) / P`, about
 //! `log2(2^32 / P) + 1.44`. At 16M points over 10,000 nodes that is
-//! `r = 8`, `n = 14`: 22 bits of entry, 2.05 of upper and 0.26 of samples,
-//! 3.04 B a point plus the collision lists (about 0.02); at 1.6M, `r = 11`:
-//! 25 + 2.31 + 0.16 bits, 3.43 B. The rest of the distance to the floor is
-//! the owner: 14 bits where `log2 10,000` is 13.3.
+//! `r = 8`, `n = 14`, `S = 128`: 22 bits of entry, 2.05 of upper and 0.26
+//! of samples, 3.04 B a point, plus the ring's collision lists (about 0.03
+//! B: 16 bytes per collided point, P^2 / 2^33 of them); at 1.6M, `r = 11`,
+//! `S = 64`: 25 + 2.31 + 0.66 bits, 3.50 B. The rest of the distance to
+//! the floor is the owner (14 bits where `log2 10,000` is 13.3) and the
+//! unary code's extra bit per bucket.
 //!
 //! ## Lookup
 //!
 //! A key hash `h` falls in bucket `q = h >> r`. Its sample gives the start
-//! of bucket `q - q % 128` in `upper`; from there the lookup skips
-//! `q % 128` zeros (a word or two, a popcount each, then a branch-free
-//! select within the word), which gives bucket `q`'s first bit `p` and
-//! first point `p - q`; the ones after `p` count its points. The entry
+//! of bucket `q - q % S` in `upper`; from there the lookup skips `q % S`
+//! zeros (two or four aligned words counted at once, a SWAR popcount each,
+//! then a branch-free select within the word that holds the zero), which
+//! gives bucket `q`'s first bit `p` and first point `p - q`; the ones after `p` count its points. The entry
 //! where the bucket is expected to start (the sample's first point plus the
-//! average bucket size times `q % 128`) is touched at the same time, so the
+//! average bucket size times `q % S`) is touched at the same time, so the
 //! entries' cache miss overlaps the upper bits' instead of following it.
 //! The first entry of the bucket whose remainder is `>= h`'s low `r` bits
 //! is the answer; if there is none, the answer is the first point of the
 //! following buckets, which is simply the next point in ring order
 //! (wrapping to point 0). A bucket holds one or two points on average.
+//!
+//! Against the previous layout (a directly indexed offset per bucket, 3.3
+//! to 3.8 B a point) the sample is one more dependent load before the
+//! upper bits, and the select is some 40 instructions: single lookups cost
+//! 2% (1.6M points) to 20% (16M, 16k) more, while batches
+//! ([`Ring::node_indices_for_hashes`](crate::Ring::node_indices_for_hashes)),
+//! which load the samples, upper bits and predicted entries of 16 keys at
+//! once, cost the same or 8% less.
 //!
 //! Any node count `Wide` holds fits (`n <= 32`, `r <= 24`, so `w <= 56`).
 

@@ -5,7 +5,7 @@
 //! chain, 160 per weight unit by default) on a 32-bit ring; a key goes to
 //! the first point at or after its hash. The [`Compat`] scheme picks which
 //! peer's hashing and collision rule to reproduce; the [`Layout`] picks how
-//! many bytes a point costs (8, 6, or about 3.3 in `Compact`), and never
+//! many bytes a point costs (8, 6, or 3.0 to 3.7 in `Compact`), and never
 //! changes routing.
 //!
 //! This crate is pure and synchronous: no I/O, no threads.

@@ -196,7 +196,7 @@ impl Requirement {
     /// Prepares a requirement on `ring`: lookups with it answer only with
     /// nodes that carry every label in `labels` (none: every node). Errors
     /// on a label the ring does not have, and, when labels are required, on
-    /// schemes that cannot honour them ([`Compat::requirement_obstacle`]). Builds a dedicated ring when the eligible nodes
+    /// schemes that cannot honour them ([`Compat::requirement_obstacle`](crate::Compat::requirement_obstacle)). Builds a dedicated ring when the eligible nodes
     /// hold less than [`DEDICATED_BELOW`] of the weight; see the module
     /// docs.
     pub fn new<S: AsRef<str>>(ring: &Arc<Ring>, labels: &[S]) -> Result<Self> {
