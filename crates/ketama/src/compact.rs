@@ -4,17 +4,22 @@
 use crate::sort;
 
 /// Buckets per sample of the upper bits' positions, as a power of two:
-/// 32 below 2^20 points (rings small enough that a denser index costs
-/// little and keeps the lookup to one or two words of upper bits), 64 below
-/// 2^23, 128 above (where the sample table is what keeps the layout within
+/// 16 below 2^20 points (rings small enough that a denser index costs
+/// little and keeps the lookup to one or two words of upper bits), 32 below
+/// 2^23, 64 above (where the sample table is what keeps the layout within
 /// 8% of the floor).
 fn sample_shift(len: usize) -> u32 {
     match len {
-        0..0x10_0000 => 5,
-        0x10_0000..0x80_0000 => 6,
-        _ => 7,
+        0..0x10_0000 => 4,
+        0x10_0000..0x80_0000 => 5,
+        _ => 6,
     }
 }
+
+/// Buckets per coarse sample (at most): a u32 every 2^14 buckets, to which
+/// each u16 sample is relative.
+const MAX_COARSE_SHIFT: u32 = 14;
+
 const MIN_REM_BITS: u32 = 4;
 const MAX_REM_BITS: u32 = 24;
 
@@ -30,10 +35,12 @@ pub(crate) struct Compact {
     /// The bucket sizes in unary: point `i` of bucket `q` sets bit `q + i`;
     /// bucket `q` ends with its zero bit. `len + B` bits, then padding.
     upper: Box<[u64]>,
-    /// `samples[j]`: the bit where bucket `j << sample_shift` starts in
-    /// `upper`.
-    samples: Box<[u32]>,
+    /// The bit where bucket `j << sample_shift` starts in `upper` is
+    /// `coarse[j >> (coarse_shift - sample_shift)] + fine[j]`.
+    fine: Box<[u16]>,
+    coarse: Box<[u32]>,
     sample_shift: u32,
+    coarse_shift: u32,
     /// Average points per bucket, in 1/65536ths.
     per_bucket: u64,
 }
@@ -186,6 +193,26 @@ impl Compact {
         // The partial last word, then padding for the reader's second load.
         words.extend_from_slice(&[acc, 0]);
         words.shrink_to_fit();
+        // Each sample as a u16 from its coarse sample: the widest coarse
+        // blocks whose spans all fit 16 bits (2^14 buckets span about 2^15
+        // bits; only rings whose points crowd into a few buckets need
+        // narrower ones, down to one sample a block, which always fits).
+        let mut coarse_shift = MAX_COARSE_SHIFT.max(shift);
+        let fits = |cs: u32| {
+            samples
+                .chunks(1 << (cs - shift))
+                .all(|c| c[c.len() - 1] - c[0] <= u16::MAX as u32)
+        };
+        while coarse_shift > shift && !fits(coarse_shift) {
+            coarse_shift -= 1;
+        }
+        let per = 1usize << (coarse_shift - shift);
+        let coarse: Box<[u32]> = samples.iter().step_by(per).copied().collect();
+        let fine: Box<[u16]> = samples
+            .iter()
+            .enumerate()
+            .map(|(j, &p)| (p - coarse[j / per]) as u16)
+            .collect();
         Compact {
             len,
             rem_bits,
@@ -193,8 +220,10 @@ impl Compact {
             width,
             entries: words.into_boxed_slice(),
             upper: upper.into_boxed_slice(),
-            samples: samples.into_boxed_slice(),
+            fine,
+            coarse,
             sample_shift: shift,
+            coarse_shift,
             per_bucket: ((len as u64) << 16) >> (32 - rem_bits),
         }
     }
@@ -213,16 +242,15 @@ impl Compact {
         // sought nearly always: count the words at once and pick the one
         // holding it without a data-dependent branch, which a word-by-word
         // loop mispredicts about once a lookup.
-        let (pos, zeros) = if self.sample_shift <= 6 {
-            match self.pick::<2>(sample, zeros) {
-                Ok(pos) => return pos,
-                Err(rest) => rest,
-            }
-        } else {
-            match self.pick::<4>(sample, zeros) {
-                Ok(pos) => return pos,
-                Err(rest) => rest,
-            }
+        let found = match self.sample_shift {
+            0..=4 => self.pick::<1>(sample, zeros),
+            5 => self.pick::<2>(sample, zeros),
+            6 => self.pick::<3>(sample, zeros),
+            _ => self.pick::<4>(sample, zeros),
+        };
+        let (pos, zeros) = match found {
+            Ok(pos) => return pos,
+            Err(rest) => rest,
         };
         let (mut pos, mut zeros) = (pos, zeros);
         loop {
@@ -286,6 +314,13 @@ impl Compact {
         }
     }
 
+    /// The bit where bucket `j << sample_shift` starts: two independent
+    /// loads, the coarse one from a table of a few KB.
+    #[inline(always)]
+    fn sample(&self, j: usize) -> usize {
+        self.coarse[j >> (self.coarse_shift - self.sample_shift)] as usize + self.fine[j] as usize
+    }
+
     /// Loads the word holding entry `i` (to start its cache miss early).
     #[inline(always)]
     fn touch(&self, i: usize) {
@@ -311,17 +346,17 @@ impl Compact {
     /// its stored remainder.
     pub(crate) fn hash(&self, i: usize) -> u32 {
         // The last sample whose bucket starts at or before point i.
-        let (mut lo, mut hi) = (0usize, self.samples.len());
+        let (mut lo, mut hi) = (0usize, self.fine.len());
         while hi - lo > 1 {
             let mid = (lo + hi) / 2;
-            if self.samples[mid] as usize - (mid << self.sample_shift) <= i {
+            if self.sample(mid) - (mid << self.sample_shift) <= i {
                 lo = mid;
             } else {
                 hi = mid;
             }
         }
         let mut q = lo << self.sample_shift;
-        let mut pos = self.samples[lo] as usize;
+        let mut pos = self.sample(lo);
         loop {
             let start = pos - q;
             let n = self.bucket_len(pos);
@@ -371,7 +406,7 @@ impl Compact {
     #[inline]
     pub(crate) fn search(&self, hash: u32) -> usize {
         let q = (hash as u64 >> self.rem_bits) as usize;
-        let sample = self.samples[q >> self.sample_shift] as usize;
+        let sample = self.sample(q >> self.sample_shift);
         self.touch(self.guess(sample, q));
         let pos = self.bucket_pos_from(sample, q);
         self.scan(pos, q, hash)
@@ -403,7 +438,7 @@ impl Compact {
         let mut at = [0usize; crate::layout::GROUP];
         for (a, &h) in at.iter_mut().zip(qs) {
             let q = (h as u64 >> self.rem_bits) as usize;
-            let sample = self.samples[q >> self.sample_shift] as usize;
+            let sample = self.sample(q >> self.sample_shift);
             // Both misses of this key start now, beside the other keys'.
             self.touch(self.guess(sample, q));
             std::hint::black_box(self.upper[sample / 64 + 1]);
@@ -420,12 +455,12 @@ impl Compact {
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {
-        (self.entries.len() + self.upper.len()) * 8 + self.samples.len() * 4
+        (self.entries.len() + self.upper.len()) * 8 + self.fine.len() * 2 + self.coarse.len() * 4
     }
 }
 
 /// The remainder width that makes the structure smallest:
-/// `P (r + n) + P + 2^(32 - r) + 32 x 2^(32 - r) / S` bits (S buckets a
+/// `P (r + n) + P + 2^(32 - r) + 16 x 2^(32 - r) / S` bits (S buckets a
 /// sample), which is
 /// smallest near `r = log2(2^32 / P)`. Cost: `O(1)`.
 fn choose(len: u64, node_bits: u32) -> u32 {
@@ -433,7 +468,7 @@ fn choose(len: u64, node_bits: u32) -> u32 {
     (MIN_REM_BITS..=MAX_REM_BITS)
         .min_by_key(|&r| {
             let buckets = 1u64 << (32 - r);
-            len * (r + node_bits) as u64 + len + buckets + 32 * buckets.div_ceil(sample)
+            len * (r + node_bits) as u64 + len + buckets + 16 * buckets.div_ceil(sample)
         })
         .expect("a range of widths")
 }
@@ -532,7 +567,7 @@ mod tests {
         }
     }
 
-    /// Past 2^23 points a sample covers 128 buckets (the four-word path).
+    /// Past 2^23 points a sample covers 64 buckets (the three-word path).
     #[test]
     fn large_rings_with_sparse_samples() {
         let mut rng = rand::rngs::StdRng::seed_from_u64(8);
@@ -542,7 +577,7 @@ mod tests {
         sorted.sort_unstable();
         sorted.dedup_by_key(|p| sort::hash_of(*p));
         let c = Compact::new(sorted.clone(), 10_000);
-        assert_eq!(c.sample_shift, 7);
+        assert_eq!((c.sample_shift, c.coarse_shift), (6, 14));
         let plain: Vec<u32> = sorted.iter().map(|&p| sort::hash_of(p)).collect();
         let mut hs = [0u32; crate::layout::GROUP];
         let mut got = [0usize; crate::layout::GROUP];

@@ -42,30 +42,34 @@
 //!   order) of bucket `q` sets bit `q + i`, and each bucket ends with a
 //!   zero. `P + B` bits; bucket `q` starts right after the `q`-th zero, and
 //!   its first point is number `position - q`.
-//! - **samples**: one u32 per `S` buckets, the bit where that bucket
-//!   starts in `upper`. `32 * B / S` bits; `S` is 32 below 2^20 points, 64
-//!   below 2^23, 128 above (denser samples mean shorter scans, and cost
-//!   little where rings are small).
+//! - **samples**: for every `S`-th bucket, the bit where it starts in
+//!   `upper`, as a u16 from a coarse u32 kept every 2^14 buckets (whose
+//!   span, about 2^15 bits, fits 16 bits; rings whose points crowd into a
+//!   few buckets get narrower coarse blocks). `16 * B / S` bits plus a few
+//!   KB; `S` is 16 below 2^20 points, 32 below 2^23, 64 above (denser
+//!   samples mean shorter scans, and cost little where rings are small).
 //! - fields are read from 64-bit words, two adjacent loads combined; each
 //!   array ends with a padding word so the second load stays in bounds.
 //!
-//! Bytes per point are therefore `(w + 1 + B / P + 32 B / (S P)) / 8`;
+//! Bytes per point are therefore `(w + 1 + B / P + 16 B / (S P)) / 8`;
 //! the build takes the `r` that makes them smallest, which is about
 //! `log2(2^32 / P)` (one bucket per point or two), so a hash costs about
 //! `r + 2.3` bits where the floor is `log2 C(2^32, P) / P`, about
 //! `log2(2^32 / P) + 1.44`. At 16M points over 10,000 nodes that is
-//! `r = 8`, `n = 14`, `S = 128`: 22 bits of entry, 2.05 of upper and 0.26
+//! `r = 8`, `n = 14`, `S = 64`: 22 bits of entry, 2.05 of upper and 0.26
 //! of samples, 3.04 B a point, plus the ring's collision lists (about 0.03
 //! B: 16 bytes per collided point, P^2 / 2^33 of them); at 1.6M, `r = 11`,
-//! `S = 64`: 25 + 2.31 + 0.66 bits, 3.50 B. The rest of the distance to
+//! `S = 32`: 25 + 2.31 + 0.66 bits, 3.50 B. The rest of the distance to
 //! the floor is the owner (14 bits where `log2 10,000` is 13.3) and the
 //! unary code's extra bit per bucket.
 //!
 //! ## Lookup
 //!
-//! A key hash `h` falls in bucket `q = h >> r`. Its sample gives the start
-//! of bucket `q - q % S` in `upper`; from there the lookup skips `q % S`
-//! zeros (two or four aligned words counted at once, a SWAR popcount each,
+//! A key hash `h` falls in bucket `q = h >> r`. Its sample (two
+//! independent loads, the coarse one from a table of a few KB) gives the
+//! start of bucket `q - q % S` in `upper`; from there the lookup skips
+//! `q % S` zeros (one to three aligned words counted at once, a SWAR
+//! popcount each,
 //! then a branch-free select within the word that holds the zero), which
 //! gives bucket `q`'s first bit `p` and first point `p - q`; the ones after `p` count its points. The entry
 //! where the bucket is expected to start (the sample's first point plus the
