@@ -69,10 +69,10 @@
 //! independent loads, the coarse one from a table of a few KB) gives the
 //! start of bucket `q - q % S` in `upper`; from there the lookup skips
 //! `q % S` zeros (one to three aligned words counted at once, a SWAR
-//! popcount each,
-//! then a branch-free select within the word that holds the zero), which
-//! gives bucket `q`'s first bit `p` and first point `p - q`; the ones after `p` count its points. The entry
-//! where the bucket is expected to start (the sample's first point plus the
+//! popcount each, then a branch-free select within the word that holds the
+//! zero), which gives bucket `q`'s first bit `p` and first point `p - q`;
+//! the ones after `p` count its points. The entry where the bucket is
+//! expected to start (the sample's first point plus the
 //! average bucket size times `q % S`) is touched at the same time, so the
 //! entries' cache miss overlaps the upper bits' instead of following it.
 //! The first entry of the bucket whose remainder is `>= h`'s low `r` bits
@@ -80,13 +80,14 @@
 //! following buckets, which is simply the next point in ring order
 //! (wrapping to point 0). A bucket holds one or two points on average.
 //!
-//! Against the previous layout (a directly indexed offset per bucket, 3.3
+//! Against the previous layout (a directly indexed offset per bucket, 3.2
 //! to 3.8 B a point) the sample is one more dependent load before the
 //! upper bits, and the select is some 40 instructions: single lookups cost
-//! 2% (1.6M points) to 20% (16M, 16k) more, while batches
+//! a few percent to about 40% more depending on the ring's size (most where
+//! the ring fits in cache and the instructions show), while batches
 //! ([`Ring::node_indices_for_hashes`](crate::Ring::node_indices_for_hashes)),
 //! which load the samples, upper bits and predicted entries of 16 keys at
-//! once, cost the same or 8% less.
+//! once, cost the same or less at 16M points.
 //!
 //! Any node count `Wide` holds fits (`n <= 32`, `r <= 24`, so `w <= 56`).
 
