@@ -40,6 +40,19 @@ impl RingArgs {
     }
 }
 
+/// Refuses the memcached schemes for a command that varies the points per
+/// server (`sweep`, `recommend`): theirs are fixed.
+pub fn refuse_fixed_points(compat: Compat, command: &str) -> anyhow::Result<()> {
+    if compat.is_memcached() {
+        bail!(
+            "--compat {compat}: {command} varies the points per server, which {} fixes at 160 on average; see its balance with `ketama analyze --compat {}`",
+            compat.name(),
+            compat.name()
+        );
+    }
+    Ok(())
+}
+
 /// The scheme `--compat` names with `--key-hash` applied: twemproxy takes
 /// any key hash, libmemcached only its own md5, the CRC-32 schemes none.
 pub fn with_key_hash(

@@ -39,14 +39,7 @@ pub struct RecommendArgs {
 }
 
 pub fn run(args: RecommendArgs) -> anyhow::Result<()> {
-    if args.compat.is_memcached() {
-        bail!(
-            "--compat {}: recommend varies the points per server, which {} fixes at 160 on average; see its balance with `ketama analyze --compat {}`",
-            args.compat,
-            args.compat.name(),
-            args.compat.name()
-        );
-    }
+    crate::args::refuse_fixed_points(args.compat, "recommend")?;
     let target = match (args.max_cv, args.max_extra_error) {
         (Some(x), _) if !(x > 0.0 && x.is_finite()) => {
             bail!("--max-cv {x}: give a positive number such as 0.05")

@@ -42,14 +42,7 @@ pub struct SweepArgs {
 }
 
 pub fn run(args: SweepArgs) -> anyhow::Result<()> {
-    if args.compat.is_memcached() {
-        bail!(
-            "--compat {}: sweep varies the points per server, which {} fixes at 160 on average; see its balance with `ketama analyze --compat {}`",
-            args.compat,
-            args.compat.name(),
-            args.compat.name()
-        );
-    }
+    crate::args::refuse_fixed_points(args.compat, "sweep")?;
     if args.nodes < 2 {
         bail!(
             "--nodes {} is too few: a sweep needs at least 2 servers",

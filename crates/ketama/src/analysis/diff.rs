@@ -18,14 +18,12 @@ pub struct Diff {
     pub servers: Vec<(String, f64, f64)>,
 }
 
-/// The exact keyspace that changes server between `from` and `to`. Walks
-/// the merged point lists: between consecutive point hashes of either ring
-/// both rings' answers are constant. `O(P_from + P_to)`.
-pub fn diff(from: &Ring, to: &Ring) -> Diff {
-    // Server names: from's nodes, then to's that from lacks.
+/// Both rings' servers, matched by their strings: `from`'s nodes, then
+/// `to`'s that `from` lacks; and each of `to`'s nodes' place in that list.
+fn server_union<'a>(from: &'a Ring, to: &'a Ring) -> (Vec<&'a str>, Vec<usize>) {
     let mut names: Vec<&str> = from.nodes().iter().map(|n| n.server()).collect();
     let mut index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, &s)| (s, i)).collect();
-    let to_ids: Vec<usize> = to
+    let to_ids = to
         .nodes()
         .iter()
         .map(|n| {
@@ -35,6 +33,14 @@ pub fn diff(from: &Ring, to: &Ring) -> Diff {
             })
         })
         .collect();
+    (names, to_ids)
+}
+
+/// The exact keyspace that changes server between `from` and `to`. Walks
+/// the merged point lists: between consecutive point hashes of either ring
+/// both rings' answers are constant. `O(P_from + P_to)`.
+pub fn diff(from: &Ring, to: &Ring) -> Diff {
+    let (names, to_ids) = server_union(from, to);
     // Each ring as (hash, serving server id) in ring order; `None` = no server.
     let side = |ring: &Ring, ids: &dyn Fn(usize) -> usize| -> Vec<(u32, Option<usize>)> {
         ring.points()
@@ -137,18 +143,7 @@ pub fn diff_sampled<K: AsRef<[u8]>>(
     to: &Ring,
     keys: impl IntoIterator<Item = K>,
 ) -> SampledDiff {
-    let mut names: Vec<&str> = from.nodes().iter().map(|n| n.server()).collect();
-    let mut index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, &s)| (s, i)).collect();
-    let to_ids: Vec<usize> = to
-        .nodes()
-        .iter()
-        .map(|n| {
-            *index.entry(n.server()).or_insert_with(|| {
-                names.push(n.server());
-                names.len() - 1
-            })
-        })
-        .collect();
+    let (names, to_ids) = server_union(from, to);
     let mut gained = vec![0u64; names.len()];
     let mut lost = vec![0u64; names.len()];
     let (mut n, mut moved) = (0u64, 0u64);
