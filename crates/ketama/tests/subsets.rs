@@ -24,7 +24,8 @@ fn with_labels(server: String, weight: u32, down: bool, bits: u8) -> Node {
 use common::arc_ring as build;
 
 /// Checks every routing boundary of the dedicated ring and of the shared
-/// one, plus forged keys on every collided point.
+/// one, plus forged keys on every collided point, with the shared ring's
+/// label index and without it.
 fn check(
     nodes: &[Node],
     compat: Compat,
@@ -32,7 +33,33 @@ fn check(
     multiple: u32,
     req: &[&str],
 ) -> Result<(), TestCaseError> {
-    let shared = build(nodes.to_vec(), compat, layout, multiple);
+    for index in [true, false] {
+        let shared = std::sync::Arc::new(
+            RingBuilder::new()
+                .compat(compat)
+                .layout(layout)
+                .point_multiple(multiple)
+                .label_index(index)
+                .build(nodes.to_vec())
+                .unwrap(),
+        );
+        let labelled = nodes.iter().any(|n| n.labels().next().is_some());
+        prop_assert_eq!(
+            shared.has_label_index(),
+            index && labelled && shared.point_count() > 0
+        );
+        check_on(&shared, nodes, compat, multiple, req)?;
+    }
+    Ok(())
+}
+
+fn check_on(
+    shared: &std::sync::Arc<ketama::Ring>,
+    nodes: &[Node],
+    compat: Compat,
+    multiple: u32,
+    req: &[&str],
+) -> Result<(), TestCaseError> {
     let eligible: Vec<Node> = nodes
         .iter()
         .filter(|n| req.iter().all(|r| n.labels().any(|l| l == *r)))
@@ -40,7 +67,7 @@ fn check(
         .collect();
     let dedicated = build(eligible.clone(), compat, Layout::Wide, multiple);
     let mut hashes: Vec<u32> = vec![0, u32::MAX];
-    for r in [&shared, &dedicated] {
+    for r in [shared, &dedicated] {
         for (h, _) in r.points() {
             hashes.extend([h, h.wrapping_add(1)]);
         }
@@ -57,7 +84,7 @@ fn check(
         hashes.push(shared.hash_key(&forge_key(&i.to_string(), h)));
     }
     for allow in [true, false] {
-        let requirement = match Requirement::with_dedicated(&shared, req, allow) {
+        let requirement = match Requirement::with_dedicated(shared, req, allow) {
             Ok(r) => r,
             Err(Error::UnknownLabel { .. }) => {
                 prop_assert!(eligible.is_empty() || req.is_empty());
@@ -246,14 +273,14 @@ fn sparse_requirements_get_a_dedicated_ring_under_a_cap() {
                 format!("10.4.{}.{}:443", i / 256, i % 256),
                 1,
                 false,
-                if i % 50 == 0 { 0b111 } else { 0b001 },
+                if i % 100 == 0 { 0b111 } else { 0b001 },
             )
         })
         .collect();
     let ring = build(nodes, Compat::Nginx, Layout::Compact, 160);
     let sparse = Requirement::new(&ring, &["us"]).unwrap();
     assert!(sparse.is_dedicated());
-    assert!((sparse.weight_share() - 8.0 / 400.0).abs() < 1e-12);
+    assert!((sparse.weight_share() - 4.0 / 400.0).abs() < 1e-12);
     let dense = Requirement::new(&ring, &["eu"]).unwrap();
     assert!(!dense.is_dedicated());
     let cache = RequirementCache::new(ring.clone(), 1 << 20);

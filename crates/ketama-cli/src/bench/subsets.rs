@@ -59,6 +59,18 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
             .build(nodes.clone())?,
     );
     let single = alloc::live() - base;
+    let plain = {
+        let base = alloc::live();
+        let r = RingBuilder::new()
+            .compat(args.compat)
+            .layout(args.layout)
+            .point_multiple(args.point_multiple)
+            .label_index(false)
+            .build(nodes.clone())?;
+        let bytes = alloc::live() - base;
+        drop(r);
+        bytes
+    };
     let cache = RequirementCache::new(
         ring.clone(),
         (ring.points_heap_bytes() as f64 * CACHE_SHARE) as usize,
@@ -102,28 +114,19 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         (rings, total)
     };
 
-    // Lookups: no requirement, one label, three labels, all labels.
-    let mut counts: Vec<u32> = vec![0, 1, 3.min(f), f];
-    counts.dedup();
-    let picks: Vec<(String, u32)> = counts
-        .iter()
-        .map(|&j| {
-            let c = (1u32 << j) - 1;
-            let name = if j == 0 {
-                "none".to_string()
-            } else {
-                labels_of(c, f).join(",")
-            };
-            (name, c)
-        })
-        .collect();
+    // Lookups under every combination that some node satisfies.
     let keys = make_keys(args.keys);
     let n = keys.len() / 30;
     let key = |i: usize| &keys[i * 30..i * 30 + 30];
-    let mut ketama_ns: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
-    let mut pingora_ns: Vec<Vec<f64>> = vec![Vec::new(); picks.len()];
+    let measured: Vec<u32> = combos
+        .iter()
+        .copied()
+        .filter(|&c| reqs[c as usize].weight_share() > 0.0)
+        .collect();
+    let mut ketama_ns: Vec<Vec<f64>> = vec![Vec::new(); combos.len()];
+    let mut pingora_ns: Vec<Vec<f64>> = vec![Vec::new(); combos.len()];
     for _ in 0..args.rounds {
-        for (p, &(_, c)) in picks.iter().enumerate() {
+        for &c in &measured {
             let req = &reqs[c as usize];
             let t = Instant::now();
             let mut acc = 0usize;
@@ -131,7 +134,7 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
                 acc = acc.wrapping_add(req.node_index_for_hash(ring.hash_key(key(i))).unwrap_or(0));
             }
             black_box(acc);
-            ketama_ns[p].push(per(t.elapsed(), n));
+            ketama_ns[c as usize].push(per(t.elapsed(), n));
             #[cfg(feature = "pingora")]
             if let Some(r) = &pingora_rings[c as usize] {
                 let t = Instant::now();
@@ -140,10 +143,26 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
                     acc = acc.wrapping_add(r.node(key(i)).map_or(0, |a| a.port()));
                 }
                 black_box(acc);
-                pingora_ns[p].push(per(t.elapsed(), n));
+                pingora_ns[c as usize].push(per(t.elapsed(), n));
             }
         }
     }
+    let rows: Vec<Row> = measured
+        .iter()
+        .map(|&c| {
+            let k = median(ketama_ns[c as usize].clone());
+            let pg = (!pingora_ns[c as usize].is_empty())
+                .then(|| median(pingora_ns[c as usize].clone()));
+            Row {
+                combo: c,
+                share: reqs[c as usize].weight_share(),
+                dedicated: reqs[c as usize].is_dedicated(),
+                ketama: k,
+                pingora: pg,
+            }
+        })
+        .collect();
+    let unfiltered = rows[0].ketama;
 
     let points = ring.point_count().max(1);
     let mb = |b: usize| b as f64 / 1e6;
@@ -159,8 +178,9 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
     println!("| memory | MB | vs one ketama ring |");
     println!("|---|---:|---:|");
     println!(
-        "| ketama {}: one ring | {:.2} | 1.00 |",
+        "| ketama {}: one ring (label index {} bytes) | {:.2} | 1.00 |",
         args.layout,
+        ring.subset_heap_bytes(),
         mb(single)
     );
     println!(
@@ -171,6 +191,12 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         mb(ketama_total),
         ketama_total as f64 / single as f64
     );
+    println!(
+        "| ketama {}: one ring without the label index | {:.2} | {:.3} |",
+        args.layout,
+        mb(plain),
+        plain as f64 / single as f64
+    );
     #[cfg(feature = "pingora")]
     println!(
         "| pingora-ketama v2: {} rings | {:.2} | {:.2} |",
@@ -179,23 +205,94 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         pingora_total as f64 / single as f64
     );
     println!();
-    println!("| required labels | eligible weight | ketama ns/lookup | vs unfiltered | pingora v2 ns/lookup (own ring) | ketama vs pingora |");
-    println!("|---|---:|---:|---:|---:|---:|");
-    let unfiltered = median(ketama_ns[0].clone());
-    for (p, (name, c)) in picks.iter().enumerate() {
-        let k = median(ketama_ns[p].clone());
-        let pg = (!pingora_ns[p].is_empty()).then(|| median(pingora_ns[p].clone()));
-        println!(
-            "| {name} | {:.1}%{} | {k:.1} | {:.2} | {} | {} |",
-            reqs[*c as usize].weight_share() * 100.0,
-            if reqs[*c as usize].is_dedicated() {
-                " (dedicated ring)"
+    let ratio = |a: f64, b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}", a / b));
+    let ns = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+    if f <= 5 {
+        println!("| required labels | eligible weight | ketama ns/lookup | vs unfiltered | pingora v2 ns/lookup (own ring) | ketama vs pingora |");
+        println!("|---|---:|---:|---:|---:|---:|");
+        for r in &rows {
+            let name = if r.combo == 0 {
+                "none".to_string()
             } else {
-                ""
-            },
-            k / unfiltered,
-            pg.map_or("-".into(), |v| format!("{v:.1}")),
-            pg.map_or("-".into(), |v| format!("{:.2}", k / v)),
+                labels_of(r.combo, f).join(",")
+            };
+            println!(
+                "| {name} | {:.1}%{} | {:.1} | {:.2} | {} | {} |",
+                r.share * 100.0,
+                if r.dedicated { " (dedicated ring)" } else { "" },
+                r.ketama,
+                r.ketama / unfiltered,
+                ns(r.pingora),
+                ratio(r.ketama, r.pingora),
+            );
+        }
+    } else {
+        println!("| labels required | combinations | eligible weight | ketama ns/lookup (median, max) | vs unfiltered (max) | pingora v2 ns/lookup (median) | ketama vs pingora (median, max) |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        for k in 0..=f {
+            let group: Vec<&Row> = rows.iter().filter(|r| r.combo.count_ones() == k).collect();
+            if group.is_empty() {
+                continue;
+            }
+            let pick = |g: &dyn Fn(&Row) -> Option<f64>| -> Vec<f64> {
+                group.iter().filter_map(|r| g(r)).collect()
+            };
+            let kt = pick(&|r| Some(r.ketama));
+            let pg = pick(&|r| r.pingora);
+            let vs = pick(&|r| r.pingora.map(|p| r.ketama / p));
+            let shares = pick(&|r| Some(r.share));
+            let max = |v: &[f64]| v.iter().copied().fold(f64::NAN, f64::max);
+            let min = |v: &[f64]| v.iter().copied().fold(f64::NAN, f64::min);
+            println!(
+                "| {k} | {}{} | {:.1}-{:.1}% | {:.1}, {:.1} | {:.2} | {} | {}, {} |",
+                group.len(),
+                match group.iter().filter(|r| r.dedicated).count() {
+                    0 => String::new(),
+                    d => format!(" ({d} dedicated)"),
+                },
+                min(&shares) * 100.0,
+                max(&shares) * 100.0,
+                median(kt.clone()),
+                max(&kt),
+                max(&kt) / unfiltered,
+                if pg.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{:.1}", median(pg))
+                },
+                if vs.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{:.2}", median(vs.clone()))
+                },
+                if vs.is_empty() {
+                    "-".into()
+                } else {
+                    format!("{:.2}", max(&vs))
+                },
+            );
+        }
+    }
+    let worst = rows
+        .iter()
+        .max_by(|a, b| a.ketama.total_cmp(&b.ketama))
+        .expect("the unfiltered row");
+    println!(
+        "\nworst combination vs unfiltered: {} ({:.1}% of the weight) {:.2}x",
+        labels_of(worst.combo, f).join(","),
+        worst.share * 100.0,
+        worst.ketama / unfiltered
+    );
+    if let Some(w) = rows.iter().filter(|r| r.pingora.is_some()).max_by(|a, b| {
+        (a.ketama / a.pingora.unwrap_or(1.0)).total_cmp(&(b.ketama / b.pingora.unwrap_or(1.0)))
+    }) {
+        println!(
+            "worst combination vs pingora's own ring: {} ({:.1}% of the weight) {:.2}x; {} of {} combinations at or under 1.0x",
+            labels_of(w.combo, f).join(","),
+            w.share * 100.0,
+            w.ketama / w.pingora.unwrap_or(f64::NAN),
+            rows.iter().filter(|r| r.pingora.is_some_and(|p| r.ketama <= p)).count(),
+            rows.iter().filter(|r| r.pingora.is_some()).count(),
         );
     }
     println!(
@@ -205,4 +302,13 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         ring.subset_heap_bytes()
     );
     Ok(())
+}
+
+/// One combination's measurement.
+struct Row {
+    combo: u32,
+    share: f64,
+    dedicated: bool,
+    ketama: f64,
+    pingora: Option<f64>,
 }

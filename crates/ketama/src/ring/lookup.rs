@@ -128,18 +128,21 @@ impl Ring {
     /// ring made (another ring's cursor walks this ring from an unrelated
     /// point).
     pub fn advance(&self, c: &mut FailoverCursor) -> Option<usize> {
-        self.advance_with(c, |_, owner| Some(owner))
+        self.advance_with(c, |_, _| Some(0), |_, owner| Some(owner))
     }
 
-    /// [`advance`](Self::advance) under a label requirement: at each point
-    /// the serving node is its owner if eligible, else the first eligible
-    /// node that generated the same hash (a collided point), else none.
+    /// [`advance`](Self::advance) under a label requirement (`mask`, its
+    /// label bits; `eligible`, its nodes): at each point the serving node
+    /// is its owner if eligible, else the first eligible node that
+    /// generated the same hash (a collided point), else none. With a label
+    /// index the walk visits only the points it cannot rule out.
     pub(crate) fn advance_required(
         &self,
         c: &mut FailoverCursor,
         eligible: &NodeSet,
+        mask: u64,
     ) -> Option<usize> {
-        self.advance_with(c, |pos, owner| {
+        let winner = |pos: usize, owner: usize| {
             if eligible.contains(owner) {
                 Some(owner)
             } else {
@@ -149,25 +152,42 @@ impl Ring {
                         .find(|&n| eligible.contains(n))
                 })
             }
-        })
+        };
+        if self.label_index.is_empty() {
+            return self.advance_with(c, |_, _| Some(0), winner);
+        }
+        let len = self.points.len();
+        self.advance_with(
+            c,
+            |pos, max| self.label_index.next(pos, len, mask, max),
+            winner,
+        )
     }
 
-    /// The walk: `winner(pos, owner)` names the node serving point `pos`
-    /// (or none); down nodes and nodes already yielded are skipped.
+    /// The walk: `skip(pos, max)` says how many points from `pos` on can be
+    /// passed over (`None`: all of the next `max`), `winner(pos, owner)`
+    /// names the node serving point `pos` (or none); down nodes and nodes
+    /// already yielded are skipped.
     #[inline]
     fn advance_with(
         &self,
         c: &mut FailoverCursor,
+        skip: impl Fn(usize, usize) -> Option<usize>,
         winner: impl Fn(usize, usize) -> Option<usize>,
     ) -> Option<usize> {
         let points = &self.points;
+        let len = points.len();
         while c.steps_left > 0 && c.yielded < c.limit {
-            let pos = c.pos;
-            c.pos += 1;
-            if c.pos == points.len() {
-                c.pos = 0;
+            let Some(d) = skip(c.pos, c.steps_left) else {
+                c.steps_left = 0;
+                break;
+            };
+            let mut pos = c.pos + d;
+            if pos >= len {
+                pos -= len;
             }
-            c.steps_left -= 1;
+            c.pos = if pos + 1 == len { 0 } else { pos + 1 };
+            c.steps_left -= d + 1;
             let Some(n) = winner(pos, points.node(pos)) else {
                 continue;
             };

@@ -14,8 +14,8 @@ pub use lookup::{Failover, FailoverCursor};
 use crate::layout::Points;
 use crate::node::Node;
 use crate::settings::RingSettings;
-use crate::sort::{self, Collisions};
-use crate::subset::Labels;
+use crate::sort::Collisions;
+use crate::subset::{LabelIndex, Labels};
 use crate::{Compat, Layout};
 
 /// A built consistent-hash ring: nodes in configuration order and their
@@ -43,6 +43,10 @@ pub struct Ring {
     pub(crate) collisions: Collisions,
     /// Label names and each node's label bits.
     pub(crate) labels: Labels,
+    /// Per-label point bitmaps for walks under a requirement; empty when
+    /// the ring has no labels, more than [`LABEL_INDEX_MAX_LABELS`], a
+    /// scheme without requirements, or the builder turned it off.
+    pub(crate) label_index: LabelIndex,
 }
 
 impl Ring {
@@ -50,52 +54,6 @@ impl Ring {
     /// weight unit). See [`RingBuilder`] for the others.
     pub fn new(nodes: Vec<Node>) -> crate::Result<Ring> {
         RingBuilder::new().build(nodes)
-    }
-
-    /// `sorted`: the points as `sort::pack`ed, before they go into a layout
-    /// (reading them there can cost more, as in `Compact`).
-    fn assemble(
-        nodes: Vec<Node>,
-        sorted: Vec<u64>,
-        settings: RingSettings,
-        generated: u64,
-        collisions: Collisions,
-        labels: Labels,
-        like: Option<&Points>,
-    ) -> Ring {
-        let mut owns = vec![false; nodes.len()];
-        for &p in &sorted {
-            owns[sort::node_of(p) as usize] = true;
-        }
-        let points = match like {
-            Some(old) => Points::new_like(settings.layout, sorted, nodes.len(), old),
-            None => Points::new(settings.layout, sorted, nodes.len()),
-        };
-        let live = nodes
-            .iter()
-            .zip(&owns)
-            .filter(|(n, &o)| o && !n.is_down())
-            .count();
-        let mut down: Box<[u64]> = Box::new([]);
-        if nodes.iter().any(|n| n.is_down()) {
-            let mut bits = vec![0u64; nodes.len().div_ceil(64)];
-            for (i, n) in nodes.iter().enumerate() {
-                if n.is_down() {
-                    bits[i / 64] |= 1 << (i % 64);
-                }
-            }
-            down = bits.into_boxed_slice();
-        }
-        Ring {
-            nodes: nodes.into_boxed_slice(),
-            points,
-            settings,
-            generated,
-            live,
-            down,
-            collisions,
-            labels,
-        }
     }
 
     #[inline(always)]
@@ -178,9 +136,15 @@ impl Ring {
         self.labels.names()
     }
 
-    /// Heap bytes of the subset machinery: label masks and collision lists.
+    /// Heap bytes of the subset machinery: label masks, collision lists
+    /// and the label index ([`RingBuilder::label_index`]).
     pub fn subset_heap_bytes(&self) -> usize {
-        self.labels.heap_bytes() + self.collisions.heap_bytes()
+        self.labels.heap_bytes() + self.collisions.heap_bytes() + self.label_index.heap_bytes()
+    }
+
+    /// Whether the ring holds a label index ([`RingBuilder::label_index`]).
+    pub fn has_label_index(&self) -> bool {
+        !self.label_index.is_empty()
     }
 
     /// Checks the ring's invariants; see [`crate::testing::check_invariants`].
@@ -223,6 +187,24 @@ impl Ring {
                     "{} owns {count} points, more than {max}",
                     node.server()
                 )));
+            }
+        }
+        if !self.label_index.is_empty() {
+            let stride = self.label_index.stride();
+            for i in 0..n {
+                let mut m = self.labels.mask_of(self.points.node(i));
+                if let Some(list) = self.collisions.at(i) {
+                    m = list
+                        .iter()
+                        .fold(m, |m, &x| m | self.labels.mask_of(x as usize));
+                }
+                for l in 0..stride {
+                    if self.label_index.bit(i, l) != (m >> l & 1 == 1) {
+                        return Err(Violation(format!(
+                            "point {i}: label index bit {l} disagrees with its nodes' labels"
+                        )));
+                    }
+                }
             }
         }
         let live = self
