@@ -138,9 +138,9 @@ fn lookup(c: &mut Criterion) {
 criterion_group!(benches, build, lookup, subsets);
 criterion_main!(benches);
 
-/// One ketama ring with 5 labels against a pingora-ketama v2 ring per
-/// combination: lookups for a dense (one label), a 1-in-8 and the sparsest
-/// (all five labels) combination.
+/// One ketama ring with 5 labels (with its label index, and without it)
+/// against a pingora-ketama v2 ring per combination: lookups for a dense
+/// (one label), a 1-in-8 and the sparsest (all five labels) combination.
 fn subsets(c: &mut Criterion) {
     const F: u32 = 5;
     let names = names(10_000);
@@ -160,6 +160,13 @@ fn subsets(c: &mut Criterion) {
     let ring = std::sync::Arc::new(
         RingBuilder::new()
             .layout(Layout::Compact)
+            .build(nodes.clone())
+            .unwrap(),
+    );
+    let unindexed = std::sync::Arc::new(
+        RingBuilder::new()
+            .layout(Layout::Compact)
+            .label_index(false)
             .build(nodes)
             .unwrap(),
     );
@@ -176,6 +183,17 @@ fn subsets(c: &mut Criterion) {
                 }
             })
         });
+        let plain = ketama::Requirement::new(&unindexed, &labels(combo)).unwrap();
+        g.bench_function(
+            BenchmarkId::new("ketama compact, one ring without label index", &name),
+            |b| {
+                b.iter(|| {
+                    for k in &keys {
+                        black_box(plain.node(black_box(k)));
+                    }
+                })
+            },
+        );
         let buckets: Vec<Bucket> = names
             .iter()
             .enumerate()

@@ -79,7 +79,7 @@ pub const DEDICATED_BELOW: f64 = 1.0 / 16.0;
 
 /// The same on rings with a label index, whose walk skips 64 points with
 /// a few word ANDs: only requirements this sparse get a dedicated ring.
-pub const DEDICATED_BELOW_INDEXED: f64 = 1.0 / 64.0;
+pub const DEDICATED_BELOW_INDEXED: f64 = 1.0 / 32.0;
 
 /// The most distinct labels a ring holds.
 pub const MAX_LABELS: usize = 64;
@@ -438,10 +438,20 @@ impl Requirement {
         if ring.points.len() == 0 || self.serving == 0 {
             return None;
         }
-        let pos = ring.points.search(hash);
-        // The point found is eligible as often as the requirement's share:
-        // its owner is then the answer (a collided point's owner comes
-        // first in tie order), with no walk.
+        let mut pos = ring.points.search(hash);
+        let len = ring.points.len();
+        if !ring.label_index.is_empty() {
+            // The first candidate, with no branch on whether the point
+            // found is eligible (as unpredictable as the requirement's
+            // share): its owner is nearly always the answer (a collided
+            // point's owner comes first in tie order).
+            let d = ring.label_index.next(pos, len, self.mask, len)?;
+            pos = if pos + d >= len {
+                pos + d - len
+            } else {
+                pos + d
+            };
+        }
         let owner = ring.points.node(pos);
         if self.eligible.contains(owner) && !ring.is_down(owner) {
             return Some(owner);

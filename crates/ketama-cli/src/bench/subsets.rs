@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::bail;
 
-use ketama::{Node, RequirementCache, RingBuilder};
+use ketama::{Node, Requirement, RequirementCache, RingBuilder};
 
 use super::{alloc, make_keys, median, per, BenchArgs};
 
@@ -59,17 +59,19 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
             .build(nodes.clone())?,
     );
     let single = alloc::live() - base;
-    let plain = {
+    // The same ring without the label index: its memory, and its walk
+    // (requirements under 1/16 of the weight on dedicated rings) beside.
+    let (plain, unindexed) = {
         let base = alloc::live();
-        let r = RingBuilder::new()
-            .compat(args.compat)
-            .layout(args.layout)
-            .point_multiple(args.point_multiple)
-            .label_index(false)
-            .build(nodes.clone())?;
-        let bytes = alloc::live() - base;
-        drop(r);
-        bytes
+        let r = Arc::new(
+            RingBuilder::new()
+                .compat(args.compat)
+                .layout(args.layout)
+                .point_multiple(args.point_multiple)
+                .label_index(false)
+                .build(nodes.clone())?,
+        );
+        (alloc::live() - base, r)
     };
     let cache = RequirementCache::new(
         ring.clone(),
@@ -86,7 +88,11 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         .into_iter()
         .map(|r| r.expect("every combination"))
         .collect();
-    let ketama_total = alloc::live() - base;
+    let ketama_total = alloc::live() - base - plain;
+    let unindexed_reqs = combos
+        .iter()
+        .map(|&c| Requirement::new(&unindexed, &labels_of(c, f)))
+        .collect::<Result<Vec<_>, _>>()?;
 
     // pingora-ketama: a ring per combination with an eligible node.
     #[cfg(feature = "pingora")]
@@ -123,46 +129,76 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         .copied()
         .filter(|&c| reqs[c as usize].weight_share() > 0.0)
         .collect();
-    let mut ketama_ns: Vec<Vec<f64>> = vec![Vec::new(); combos.len()];
-    let mut pingora_ns: Vec<Vec<f64>> = vec![Vec::new(); combos.len()];
-    for _ in 0..args.rounds {
+    // Each round times every combination right after the unfiltered
+    // lookup and beside pingora's ring, and the ratios are taken within the
+    // round: this machine's speed drifts by more than the differences
+    // measured, over the minutes a run takes.
+    let mut m: Vec<Measured> = vec![Measured::default(); combos.len()];
+    // Every timing first runs an eighth of its lookups untimed, so that
+    // each starts with its own structures in cache, not the previous one's.
+    let warm = n / 8;
+    let time = |req: &Requirement| {
+        let mut acc = 0usize;
+        for i in 0..warm {
+            acc = acc.wrapping_add(req.node_index_for_hash(ring.hash_key(key(i))).unwrap_or(0));
+        }
+        let t = Instant::now();
+        for i in 0..n {
+            acc = acc.wrapping_add(req.node_index_for_hash(ring.hash_key(key(i))).unwrap_or(0));
+        }
+        black_box(acc);
+        per(t.elapsed(), n)
+    };
+    for round in 0..args.rounds {
         for &c in &measured {
-            let req = &reqs[c as usize];
-            let t = Instant::now();
-            let mut acc = 0usize;
-            for i in 0..n {
-                acc = acc.wrapping_add(req.node_index_for_hash(ring.hash_key(key(i))).unwrap_or(0));
-            }
-            black_box(acc);
-            ketama_ns[c as usize].push(per(t.elapsed(), n));
+            let m = &mut m[c as usize];
+            // Which of the two goes first alternates between rounds.
+            let (unfiltered, k) = if round % 2 == 0 {
+                let u = time(&reqs[0]);
+                (u, time(&reqs[c as usize]))
+            } else {
+                let k = time(&reqs[c as usize]);
+                (time(&reqs[0]), k)
+            };
+            let w = time(&unindexed_reqs[c as usize]);
+            m.ketama.push(k);
+            m.vs_unfiltered.push(k / unfiltered);
+            m.walk_vs_unfiltered.push(w / unfiltered);
             #[cfg(feature = "pingora")]
             if let Some(r) = &pingora_rings[c as usize] {
-                let t = Instant::now();
                 let mut acc = 0u16;
+                for i in 0..warm {
+                    acc = acc.wrapping_add(r.node(key(i)).map_or(0, |a| a.port()));
+                }
+                let t = Instant::now();
                 for i in 0..n {
                     acc = acc.wrapping_add(r.node(key(i)).map_or(0, |a| a.port()));
                 }
                 black_box(acc);
-                pingora_ns[c as usize].push(per(t.elapsed(), n));
+                let p = per(t.elapsed(), n);
+                m.pingora.push(p);
+                m.vs_pingora.push(k / p);
             }
         }
     }
+    let some = |v: &Vec<f64>| (!v.is_empty()).then(|| median(v.clone()));
     let rows: Vec<Row> = measured
         .iter()
         .map(|&c| {
-            let k = median(ketama_ns[c as usize].clone());
-            let pg = (!pingora_ns[c as usize].is_empty())
-                .then(|| median(pingora_ns[c as usize].clone()));
+            let m = &m[c as usize];
             Row {
                 combo: c,
                 share: reqs[c as usize].weight_share(),
                 dedicated: reqs[c as usize].is_dedicated(),
-                ketama: k,
-                pingora: pg,
+                ketama: median(m.ketama.clone()),
+                vs_unfiltered: median(m.vs_unfiltered.clone()),
+                walk_vs_unfiltered: median(m.walk_vs_unfiltered.clone()),
+                walk_dedicated: unindexed_reqs[c as usize].is_dedicated(),
+                pingora: some(&m.pingora),
+                vs_pingora: some(&m.vs_pingora),
             }
         })
         .collect();
-    let unfiltered = rows[0].ketama;
 
     let points = ring.point_count().max(1);
     let mb = |b: usize| b as f64 / 1e6;
@@ -192,7 +228,7 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         ketama_total as f64 / single as f64
     );
     println!(
-        "| ketama {}: one ring without the label index | {:.2} | {:.3} |",
+        "| ketama {}: one ring without the label index (requirements under 1/16 of the weight on dedicated rings, not counted) | {:.2} | {:.3} |",
         args.layout,
         mb(plain),
         plain as f64 / single as f64
@@ -205,11 +241,11 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         pingora_total as f64 / single as f64
     );
     println!();
-    let ratio = |a: f64, b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}", a / b));
     let ns = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.1}"));
+    let ratio = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
     if f <= 5 {
-        println!("| required labels | eligible weight | ketama ns/lookup | vs unfiltered | pingora v2 ns/lookup (own ring) | ketama vs pingora |");
-        println!("|---|---:|---:|---:|---:|---:|");
+        println!("| required labels | eligible weight | ketama ns/lookup | vs unfiltered | pingora v2 ns/lookup (own ring) | ketama vs pingora | without label index: vs unfiltered |");
+        println!("|---|---:|---:|---:|---:|---:|---:|");
         for r in &rows {
             let name = if r.combo == 0 {
                 "none".to_string()
@@ -217,18 +253,20 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
                 labels_of(r.combo, f).join(",")
             };
             println!(
-                "| {name} | {:.1}%{} | {:.1} | {:.2} | {} | {} |",
+                "| {name} | {:.1}%{} | {:.1} | {:.2} | {} | {} | {:.2}{} |",
                 r.share * 100.0,
                 if r.dedicated { " (dedicated ring)" } else { "" },
                 r.ketama,
-                r.ketama / unfiltered,
+                r.vs_unfiltered,
                 ns(r.pingora),
-                ratio(r.ketama, r.pingora),
+                ratio(r.vs_pingora),
+                r.walk_vs_unfiltered,
+                if r.walk_dedicated { " (dedicated)" } else { "" },
             );
         }
     } else {
-        println!("| labels required | combinations | eligible weight | ketama ns/lookup (median, max) | vs unfiltered (max) | pingora v2 ns/lookup (median) | ketama vs pingora (median, max) |");
-        println!("|---:|---:|---:|---:|---:|---:|---:|");
+        println!("| labels required | combinations | eligible weight | ketama ns/lookup (median, max) | vs unfiltered (max) | pingora v2 ns/lookup (median) | ketama vs pingora (median, max) | without label index: vs unfiltered (max) |");
+        println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
         for k in 0..=f {
             let group: Vec<&Row> = rows.iter().filter(|r| r.combo.count_ones() == k).collect();
             if group.is_empty() {
@@ -239,60 +277,62 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
             };
             let kt = pick(&|r| Some(r.ketama));
             let pg = pick(&|r| r.pingora);
-            let vs = pick(&|r| r.pingora.map(|p| r.ketama / p));
+            let vs = pick(&|r| r.vs_pingora);
+            let vu = pick(&|r| Some(r.vs_unfiltered));
             let shares = pick(&|r| Some(r.share));
-            let max = |v: &[f64]| v.iter().copied().fold(f64::NAN, f64::max);
-            let min = |v: &[f64]| v.iter().copied().fold(f64::NAN, f64::min);
+            let walks = pick(&|r| Some(r.walk_vs_unfiltered));
+            let opt = |v: &[f64], f: &dyn Fn(Vec<f64>) -> f64| {
+                if v.is_empty() {
+                    "-".to_string()
+                } else {
+                    format!("{:.2}", f(v.to_vec()))
+                }
+            };
             println!(
-                "| {k} | {}{} | {:.1}-{:.1}% | {:.1}, {:.1} | {:.2} | {} | {}, {} |",
+                "| {k} | {}{} | {:.1}-{:.1}% | {:.1}, {:.1} | {:.2} | {} | {}, {} | {:.2} |",
                 group.len(),
                 match group.iter().filter(|r| r.dedicated).count() {
                     0 => String::new(),
                     d => format!(" ({d} dedicated)"),
                 },
-                min(&shares) * 100.0,
-                max(&shares) * 100.0,
+                fmin(&shares) * 100.0,
+                fmax(&shares) * 100.0,
                 median(kt.clone()),
-                max(&kt),
-                max(&kt) / unfiltered,
+                fmax(&kt),
+                fmax(&vu),
                 if pg.is_empty() {
-                    "-".into()
+                    "-".to_string()
                 } else {
-                    format!("{:.1}", median(pg))
+                    format!("{:.1}", median(pg.clone()))
                 },
-                if vs.is_empty() {
-                    "-".into()
-                } else {
-                    format!("{:.2}", median(vs.clone()))
-                },
-                if vs.is_empty() {
-                    "-".into()
-                } else {
-                    format!("{:.2}", max(&vs))
-                },
+                opt(&vs, &median),
+                opt(&vs, &|v| fmax(&v)),
+                fmax(&walks),
             );
         }
     }
     let worst = rows
         .iter()
-        .max_by(|a, b| a.ketama.total_cmp(&b.ketama))
+        .max_by(|a, b| a.vs_unfiltered.total_cmp(&b.vs_unfiltered))
         .expect("the unfiltered row");
     println!(
-        "\nworst combination vs unfiltered: {} ({:.1}% of the weight) {:.2}x",
+        "\nworst combination vs unfiltered: {} ({:.1}% of the weight) {:.2}x; {} of {} combinations at or under 1.3x",
         labels_of(worst.combo, f).join(","),
         worst.share * 100.0,
-        worst.ketama / unfiltered
+        worst.vs_unfiltered,
+        rows.iter().filter(|r| r.vs_unfiltered <= 1.3).count(),
+        rows.len(),
     );
-    if let Some(w) = rows.iter().filter(|r| r.pingora.is_some()).max_by(|a, b| {
-        (a.ketama / a.pingora.unwrap_or(1.0)).total_cmp(&(b.ketama / b.pingora.unwrap_or(1.0)))
-    }) {
+    let with_pingora: Vec<&Row> = rows.iter().filter(|r| r.vs_pingora.is_some()).collect();
+    let vs = |r: &Row| r.vs_pingora.unwrap_or(f64::NAN);
+    if let Some(w) = with_pingora.iter().max_by(|a, b| vs(a).total_cmp(&vs(b))) {
         println!(
             "worst combination vs pingora's own ring: {} ({:.1}% of the weight) {:.2}x; {} of {} combinations at or under 1.0x",
             labels_of(w.combo, f).join(","),
             w.share * 100.0,
-            w.ketama / w.pingora.unwrap_or(f64::NAN),
-            rows.iter().filter(|r| r.pingora.is_some_and(|p| r.ketama <= p)).count(),
-            rows.iter().filter(|r| r.pingora.is_some()).count(),
+            vs(w),
+            with_pingora.iter().filter(|r| vs(r) <= 1.0).count(),
+            with_pingora.len(),
         );
     }
     println!(
@@ -304,11 +344,34 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// One combination's measurement.
+fn fmax(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::NAN, f64::max)
+}
+
+fn fmin(v: &[f64]) -> f64 {
+    v.iter().copied().fold(f64::NAN, f64::min)
+}
+
+/// One combination's timings, a value per round.
+#[derive(Clone, Debug, Default)]
+struct Measured {
+    ketama: Vec<f64>,
+    vs_unfiltered: Vec<f64>,
+    walk_vs_unfiltered: Vec<f64>,
+    pingora: Vec<f64>,
+    vs_pingora: Vec<f64>,
+}
+
+/// One combination's medians (ratios: medians of the rounds' ratios).
 struct Row {
     combo: u32,
     share: f64,
     dedicated: bool,
     ketama: f64,
+    vs_unfiltered: f64,
+    /// Without the label index.
+    walk_vs_unfiltered: f64,
+    walk_dedicated: bool,
     pingora: Option<f64>,
+    vs_pingora: Option<f64>,
 }
