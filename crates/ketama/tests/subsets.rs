@@ -43,6 +43,8 @@ fn check(
                 .build(nodes.to_vec())
                 .unwrap(),
         );
+        ketama::testing::check_invariants(&shared)
+            .map_err(|v| TestCaseError::fail(v.to_string()))?;
         let labelled = nodes.iter().any(|n| n.labels().next().is_some());
         prop_assert_eq!(
             shared.has_label_index(),
