@@ -182,7 +182,7 @@ impl NodeSet {
     }
 }
 
-/// Rings with at most this many labels get a [`LabelIndex`] (at most 2
+/// Rings with at most this many labels get a label index (at most 2
 /// bytes a point), unless the builder turns it off.
 pub const LABEL_INDEX_MAX_LABELS: usize = 16;
 
