@@ -171,9 +171,10 @@ impl RingBuilder {
         Ok(self.assemble(nodes, points, total, collisions, labels, None))
     }
 
-    /// The memcached schemes' build: MD5 points generated once (they cost
-    /// too much to generate twice, as the CRC chains are), then the same
-    /// radix sort and collision rule.
+    /// The memcached schemes' build: MD5 points generated once into memory
+    /// (too costly to generate again if the sort's fill falls back to two
+    /// passes, which CRC chains simply rerun), then the same radix sort and
+    /// collision rule.
     fn build_continuum(&self, nodes: Vec<Node>) -> Result<Ring> {
         let s = self.settings;
         let names = continuum::validate(&nodes, s.compat)?;
