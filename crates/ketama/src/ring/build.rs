@@ -578,6 +578,8 @@ mod tests {
         assert_eq!(a.point_count(), b.point_count(), "{what}");
         assert!(a.points().eq(b.points()), "{what}: points differ");
         assert_eq!(a.collisions, b.collisions, "{what}: collisions differ");
+        assert_eq!(a.label_index, b.label_index, "{what}: label indexes differ");
+        assert!(a.has_label_index(), "{what}: the nodes carry a label");
         assert_eq!(a.live(), b.live(), "{what}");
         assert_eq!(a.generated_points(), b.generated_points(), "{what}");
         a.check().unwrap();
