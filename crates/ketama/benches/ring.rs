@@ -157,43 +157,34 @@ fn subsets(c: &mut Criterion) {
         .enumerate()
         .map(|(i, n)| Node::new(n.clone(), 1).with_labels(labels(bits(i))))
         .collect();
-    let ring = std::sync::Arc::new(
-        RingBuilder::new()
-            .layout(Layout::Compact)
-            .build(nodes.clone())
-            .unwrap(),
-    );
-    let unindexed = std::sync::Arc::new(
-        RingBuilder::new()
-            .layout(Layout::Compact)
-            .label_index(false)
-            .build(nodes)
-            .unwrap(),
-    );
+    let build = |index: bool| {
+        std::sync::Arc::new(
+            RingBuilder::new()
+                .layout(Layout::Compact)
+                .label_index(index)
+                .build(nodes.clone())
+                .unwrap(),
+        )
+    };
+    let rings = [
+        ("ketama compact, one ring", build(true)),
+        ("ketama compact, one ring without label index", build(false)),
+    ];
     let keys = keys(4096);
     let mut g = c.benchmark_group("subsets");
     g.throughput(Throughput::Elements(keys.len() as u64));
     for combo in [0u32, 0b1, 0b111, 0b11111] {
-        let req = ketama::Requirement::new(&ring, &labels(combo)).unwrap();
         let name = format!("{} labels", combo.count_ones());
-        g.bench_function(BenchmarkId::new("ketama compact, one ring", &name), |b| {
-            b.iter(|| {
-                for k in &keys {
-                    black_box(req.node(black_box(k)));
-                }
-            })
-        });
-        let plain = ketama::Requirement::new(&unindexed, &labels(combo)).unwrap();
-        g.bench_function(
-            BenchmarkId::new("ketama compact, one ring without label index", &name),
-            |b| {
+        for (what, ring) in &rings {
+            let req = ketama::Requirement::new(ring, &labels(combo)).unwrap();
+            g.bench_function(BenchmarkId::new(*what, &name), |b| {
                 b.iter(|| {
                     for k in &keys {
-                        black_box(plain.node(black_box(k)));
+                        black_box(req.node(black_box(k)));
                     }
                 })
-            },
-        );
+            });
+        }
         let buckets: Vec<Bucket> = names
             .iter()
             .enumerate()

@@ -51,7 +51,7 @@
 //! | a server, its weight, labels, `down` | [`Node`], [`parse_servers`] | its strings + 40 B |
 //! | building a ring | [`RingBuilder`] with [`RingSettings`] ([`Compat`], [`Layout`], point multiple) | `O(P)`, 16 B/point at the peak |
 //! | one key's node, a batch, failover order | [`Ring::node`], [`Ring::node_indices_for_hashes`], [`Ring::failover`] / [`FailoverCursor`] | one hash + one search |
-//! | only nodes carrying some labels | [`Requirement`], [`RequirementCache`] ([`subset`] explains how one ring serves every combination) | F bits/point for F labels (the label index), 1 bit/node a requirement (+ a dedicated ring for sets under 1/64 of the weight) |
+//! | only nodes carrying some labels | [`Requirement`], [`RequirementCache`] ([`subset`] explains how one ring serves every combination) | F bits/point for F labels (the label index), 1 bit/node a requirement (+ a dedicated ring for sets under 1/32 of the weight) |
 //! | two rings side by side, rolled out by share and scope | [`Migration`], [`Rollout`] ([`migration`] spells out the per-key decision) | one FNV-1a per key |
 //! | **the whole routing decision** (version, ring, labels, failover) | [`RouteTable::route`] then [`RouteTable::next`] | the above, no allocation |
 //! | no node above `c x` the average load (bounded loads) | [`RouteTable::next_bounded`] with a [`load::LoadTracker`] | one compare-and-swap per node tried |

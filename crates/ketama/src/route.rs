@@ -60,7 +60,7 @@ const REQUIREMENT_SHARE: usize = 4;
 /// everything a routing decision needs. See the [module docs](self).
 ///
 /// Cost: the rings, plus per prepared label set one bit per node per ring
-/// (and a dedicated ring for sets holding under 1/64 of the weight, 1/16
+/// (and a dedicated ring for sets holding under 1/32 of the weight, 1/16
 /// on rings without a label index, within a memory cap of a quarter of the
 /// rings' point bytes by default).
 #[derive(Debug)]

@@ -55,11 +55,11 @@
 //! Memory: 8 bytes per node for the label mask plus the collision lists,
 //! plus the label index's `F` bits a point (at 5 labels 0.625 bytes: 18%
 //! of a `Compact` ring's 3.5); a [`Requirement`] adds one bit per node.
-//! Time: the search, then the owner of the point found, which is eligible
-//! with probability `f`, and otherwise the index's next candidate (without
-//! the index: `1 / f` points on average). Below [`DEDICATED_BELOW_INDEXED`]
-//! (1/64 of the weight; [`DEDICATED_BELOW`], 1/16, on rings without the
-//! index) a requirement instead builds a dedicated ring of the eligible
+//! Time: the search, then the index's first candidate at or after the
+//! point found (one block AND, a few for sparse requirements), whose owner
+//! is nearly always the answer; without the index, `1 / f` points on
+//! average. Below [`DEDICATED_BELOW_INDEXED`] (1/32 of the weight;
+//! [`DEDICATED_BELOW`], 1/16, on rings without the index) a requirement instead builds a dedicated ring of the eligible
 //! nodes in the `Compact` layout when it is made (cost: that ring's build
 //! time and at most `f` of the full ring's points; a [`RequirementCache`]
 //! bounds the total). The worst case for a walk is the longest run of
@@ -124,8 +124,19 @@ impl Labels {
         })
     }
 
-    pub(crate) fn mask_of(&self, node: usize) -> u64 {
+    fn mask_of(&self, node: usize) -> u64 {
         self.masks.get(node).copied().unwrap_or(0)
+    }
+
+    /// The label bits of point `i` owned by `owner`: the owner's, or for a
+    /// collided point those of every node sharing it (what the label index
+    /// holds for the point).
+    pub(crate) fn point_mask(&self, i: usize, owner: usize, collisions: &Collisions) -> u64 {
+        let m = self.mask_of(owner);
+        match collisions.at(i) {
+            Some(list) => list.iter().fold(m, |m, &n| m | self.mask_of(n as usize)),
+            None => m,
+        }
     }
 
     pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
@@ -215,10 +226,7 @@ impl LabelIndex {
         let blocks = words.chunks_exact_mut(stride);
         for (b, (block, points)) in blocks.zip(sorted.chunks(64)).enumerate() {
             for (j, &p) in points.iter().enumerate() {
-                let mut m = labels.mask_of(sort::node_of(p) as usize);
-                if let Some(list) = collisions.at(b * 64 + j) {
-                    m = list.iter().fold(m, |m, &n| m | labels.mask_of(n as usize));
-                }
+                let mut m = labels.point_mask(b * 64 + j, sort::node_of(p) as usize, collisions);
                 while m != 0 {
                     block[m.trailing_zeros() as usize] |= 1 << j;
                     m &= m - 1;
@@ -319,8 +327,9 @@ impl Requirement {
     /// nodes that carry every label in `labels` (none: every node). Errors
     /// on a label the ring does not have, and, when labels are required, on
     /// schemes that cannot honour them ([`Compat::requirement_obstacle`](crate::Compat::requirement_obstacle)). Builds a dedicated ring when the eligible nodes
-    /// hold less than [`DEDICATED_BELOW`] of the weight; see the module
-    /// docs.
+    /// hold less than [`DEDICATED_BELOW_INDEXED`] of the weight
+    /// ([`DEDICATED_BELOW`] on a ring without a label index); see the
+    /// module docs.
     pub fn new<S: AsRef<str>>(ring: &Arc<Ring>, labels: &[S]) -> Result<Self> {
         Self::with_dedicated(ring, labels, true)
     }

@@ -49,30 +49,23 @@ pub fn run(args: &BenchArgs, f: u32) -> anyhow::Result<()> {
         .collect();
     let combos: Vec<u32> = (0..1u32 << f).collect();
 
-    // ketama: one ring, then a requirement for every combination.
-    let base = alloc::live();
-    let ring = Arc::new(
-        RingBuilder::new()
+    // A ring of the nodes with or without its label index, and its bytes.
+    let build = |index: bool| -> anyhow::Result<(Arc<ketama::Ring>, usize)> {
+        let base = alloc::live();
+        let ring = RingBuilder::new()
             .compat(args.compat)
             .layout(args.layout)
             .point_multiple(args.point_multiple)
-            .build(nodes.clone())?,
-    );
-    let single = alloc::live() - base;
+            .label_index(index)
+            .build(nodes.clone())?;
+        Ok((Arc::new(ring), alloc::live() - base))
+    };
+    // ketama: one ring, then a requirement for every combination.
+    let base = alloc::live();
+    let (ring, single) = build(true)?;
     // The same ring without the label index: its memory, and its walk
     // (requirements under 1/16 of the weight on dedicated rings) beside.
-    let (plain, unindexed) = {
-        let base = alloc::live();
-        let r = Arc::new(
-            RingBuilder::new()
-                .compat(args.compat)
-                .layout(args.layout)
-                .point_multiple(args.point_multiple)
-                .label_index(false)
-                .build(nodes.clone())?,
-        );
-        (alloc::live() - base, r)
-    };
+    let (unindexed, plain) = build(false)?;
     let cache = RequirementCache::new(
         ring.clone(),
         (ring.points_heap_bytes() as f64 * CACHE_SHARE) as usize,

@@ -192,12 +192,9 @@ impl Ring {
         if !self.label_index.is_empty() {
             let stride = self.label_index.stride();
             for i in 0..n {
-                let mut m = self.labels.mask_of(self.points.node(i));
-                if let Some(list) = self.collisions.at(i) {
-                    m = list
-                        .iter()
-                        .fold(m, |m, &x| m | self.labels.mask_of(x as usize));
-                }
+                let m = self
+                    .labels
+                    .point_mask(i, self.points.node(i), &self.collisions);
                 for l in 0..stride {
                     if self.label_index.bit(i, l) != (m >> l & 1 == 1) {
                         return Err(Violation(format!(
