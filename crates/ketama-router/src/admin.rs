@@ -20,13 +20,23 @@ use pingora::protocols::http::ServerSession;
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
-use crate::app::App;
+use crate::cell::{Refused, RoutingCell, Trigger};
+use crate::control::Control;
+use crate::discovery::DiscoveryState;
+use crate::metrics::{Metrics, Snapshot};
 
 /// The admin API's handler. The token it checks is the current config's,
 /// so a reload that changes it applies to the next request.
 pub struct Admin {
-    /// Shared state.
-    pub app: Arc<App>,
+    /// The routing state's owner: read for `/status`, replaced by
+    /// `/reload` and `/rollout`.
+    pub cell: Arc<RoutingCell>,
+    /// What discovery found, for `/status` and `/metrics`.
+    pub discovery: Arc<DiscoveryState>,
+    /// Steering through etcd, with `[control]`.
+    pub control: Option<Arc<Control>>,
+    /// The counters.
+    pub metrics: Arc<Metrics>,
 }
 
 fn response(code: u16, content_type: &str, body: String) -> http::Response<Vec<u8>> {
@@ -43,8 +53,8 @@ fn json_response(code: u16, v: Value) -> http::Response<Vec<u8>> {
 }
 
 /// The `GET /status` document.
-pub fn status(app: &App) -> Value {
-    let state = app.state();
+pub fn status(admin: &Admin) -> Value {
+    let state = admin.cell.state();
     let plan = &state.plan;
     let total_weight = state.serving_weight(None, Version::Only);
     let backends: Vec<Value> = state
@@ -84,7 +94,7 @@ pub fn status(app: &App) -> Value {
         })
     };
     let table = &plan.table;
-    let m = &app.metrics;
+    let m = &admin.metrics;
     let (rings, rollout) = match table.migration() {
         Some(mig) => {
             let r = mig.rollout();
@@ -95,6 +105,7 @@ pub fn status(app: &App) -> Value {
                     "scopes": r.scopes(),
                     "scope": plan.scope,
                     "in_force_bp": r.bp_for(plan.scope.as_deref()),
+                    "origin": admin.cell.rollout_in_force().origin.name(),
                     "lookups": {"old": m.lookups(Version::Old), "new": m.lookups(Version::New)},
                 }),
             )
@@ -112,23 +123,63 @@ pub fn status(app: &App) -> Value {
         "lookups_only": m.lookups(Version::Only),
         "build_ms": plan.build_ms,
         "reloads": {"ok": ok, "rejected": rejected},
-        "restart_needed": app.restart_needed(),
-        "discovery": app.discovery.status(&state.validated),
+        "restart_needed": admin.cell.restart_needed(),
+        "discovery": admin.discovery.status(&state.validated),
         "balance": state.balance.as_ref().map(|b| json!({
             "factor": b.factor.percent(),
             "in_flight": b.loads.total(),
             "serving_weight": total_weight,
         })),
-        "control": app.control.as_ref().map(|c| c.status()),
+        "control": admin.control.as_ref().map(|c| c.status()),
         "pid": std::process::id(),
     })
+}
+
+/// What a scrape reads of the running state, taken once.
+fn snapshot<'a>(admin: &Admin, state: &'a crate::state::RoutingState) -> Snapshot<'a> {
+    let table = &state.plan.table;
+    Snapshot {
+        rollout_bp: table
+            .migration()
+            .map_or(0, |m| m.rollout().bp_for(state.plan.scope.as_deref())),
+        rings: table
+            .versions()
+            .iter()
+            .map(|&v| {
+                let r = table.ring(v);
+                (v.name(), r.point_count() as u64, r.points_heap_bytes() as u64)
+            })
+            .collect(),
+        build_ms: state.plan.build_ms,
+        discovered: admin.discovery.backend_counts(&state.validated),
+        moved_share: admin.discovery.moved_share(),
+        control: admin.control.as_ref().map(|c| {
+            let (config, rollout) = c.revisions();
+            (c.is_connected(), config, rollout)
+        }),
+        backends: state
+            .backends
+            .iter()
+            .map(|b| (&*b.metrics, b.health.is_healthy()))
+            .collect(),
+    }
+}
+
+impl Admin {
+    /// A reload, off the runtime's threads (the ring build is CPU work).
+    async fn reload(&self) -> Result<Vec<&'static str>, Refused> {
+        let cell = self.cell.clone();
+        tokio::task::spawn_blocking(move || crate::reload::reload(&cell))
+            .await
+            .unwrap_or_else(|e| Err(Refused::Config(anyhow::anyhow!("reload failed: {e}"))))
+    }
 }
 
 #[async_trait]
 impl ServeHttp for Admin {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        let state = self.app.state();
-        if let Some(token) = &state.validated.token {
+        let token = self.cell.state().validated.token.clone();
+        if let Some(token) = &token {
             // Constant time: how long the comparison takes says nothing
             // about how much of a guess was right.
             let ok = session
@@ -145,13 +196,14 @@ impl ServeHttp for Admin {
         let method = session.req_header().method.as_str().to_string();
         let path = session.req_header().uri.path().to_string();
         match (method.as_str(), path.as_str()) {
-            ("GET", "/status") => json_response(200, status(&self.app)),
+            ("GET", "/status") => json_response(200, status(self)),
             ("GET", "/metrics") => {
                 let wants_om = session
                     .get_header("accept")
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|v| v.contains("application/openmetrics-text"));
-                let body = self.app.metrics.render(&self.app, wants_om);
+                let state = self.cell.state();
+                let body = self.metrics.render(&snapshot(self, &state), wants_om);
                 let kind = if wants_om {
                     "application/openmetrics-text; version=1.0.0; charset=utf-8"
                 } else {
@@ -178,31 +230,35 @@ impl ServeHttp for Admin {
                         }
                     }
                 }
-                if let Some(c) = &self.app.control {
-                    return json_response(
-                        409,
-                        json!({"error": format!(
-                            "this router's rollout comes from etcd ({} at revision {}): write it there with `ketama fleet rollout`",
-                            c.rollout_key(),
-                            c.rollout_revision()
-                        )}),
-                    );
-                }
-                let Some(m) = state.plan.table.migration() else {
-                    return json_response(
+                // Refused before the body is judged, as the rule says.
+                let result = self.cell.admits_admin_rollout().and_then(|()| {
+                    match parse_rollout(&body) {
+                        Ok(r) => self.cell.replace(Trigger::AdminRollout(r)),
+                        Err(e) => Err(Refused::Config(e.into())),
+                    }
+                });
+                match result {
+                    Ok(_) => json_response(200, status(self)["rollout"].clone()),
+                    Err(Refused::RolloutFromEtcd) => {
+                        let (key, rev) = self
+                            .control
+                            .as_ref()
+                            .map_or((String::new(), 0), |c| (c.rollout_key(), c.rollout_revision()));
+                        json_response(
+                            409,
+                            json!({"error": format!(
+                                "this router's rollout comes from etcd ({key} at revision {rev}): write it there with `ketama fleet rollout`"
+                            )}),
+                        )
+                    }
+                    Err(Refused::NoMigration) => json_response(
                         409,
                         json!({"error": "no migration is configured: add [migration] to the config"}),
-                    );
-                };
-                match parse_rollout(&body) {
-                    Ok(r) => {
-                        m.set_rollout(r);
-                        json_response(200, status(&self.app)["rollout"].clone())
-                    }
-                    Err(e) => json_response(400, json!({ "error": e.to_string() })),
+                    ),
+                    Err(e) => json_response(400, json!({ "error": format!("{e:#}") })),
                 }
             }
-            ("POST", "/reload") => match self.app.reload() {
+            ("POST", "/reload") => match self.reload().await {
                 Ok(restart) => {
                     json_response(200, json!({"reloaded": true, "restart_needed": restart}))
                 }

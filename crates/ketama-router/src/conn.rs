@@ -41,7 +41,8 @@ use pingora::protocols::{
 use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::app::App;
+use crate::metrics::Metrics;
+use crate::state::StateReader;
 
 /// The limits of one connection.
 #[derive(Clone, Copy, Debug)]
@@ -64,18 +65,27 @@ pub struct Guarded<A> {
     open: AtomicUsize,
     /// Connections reading a request head now (see `cleanup`).
     heads: Arc<AtomicUsize>,
-    app: Arc<App>,
+    /// The current limits.
+    routing: StateReader,
+    /// Refusals are counted here.
+    metrics: Arc<Metrics>,
 }
 
 impl<A> Guarded<A> {
     /// Wraps an HTTP app.
-    pub fn new(inner: A, default_max_connections: usize, app: Arc<App>) -> Self {
+    pub fn new(
+        inner: A,
+        default_max_connections: usize,
+        routing: StateReader,
+        metrics: Arc<Metrics>,
+    ) -> Self {
         Guarded {
             inner: Arc::new(inner),
             default_max_connections,
             open: AtomicUsize::new(0),
             heads: Arc::new(AtomicUsize::new(0)),
-            app,
+            routing,
+            metrics,
         }
     }
 
@@ -103,7 +113,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
     ) -> Option<Stream> {
         let open = self.open.fetch_add(1, Relaxed) + 1;
         let _slot = Slot(&self.open);
-        let state = self.app.state();
+        let state = self.routing.state();
         let server = &state.validated.config.server;
         let limits = Limits {
             header_timeout: Duration::from_millis(server.client_header_timeout_ms),
@@ -117,7 +127,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         if open > max {
             // Closed at once: the client sees the end of the connection
             // instead of a connection that hangs.
-            self.app.metrics.client_error("connection_limit");
+            self.metrics.client_error("connection_limit");
             return None;
         }
         let clock = Arc::new(Clock::new(limits, self.heads.clone()));
@@ -135,8 +145,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
             result = self.inner.process_new_http(session, shutdown).await;
         }
         match clock.refused.load(Relaxed) {
-            TIMED_OUT => self.app.metrics.client_error("header_timeout"),
-            TOO_LARGE => self.app.metrics.client_error("head_too_large"),
+            TIMED_OUT => self.metrics.client_error("header_timeout"),
+            TOO_LARGE => self.metrics.client_error("head_too_large"),
             _ => {}
         }
         None

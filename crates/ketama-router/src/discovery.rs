@@ -1,6 +1,7 @@
 //! Backends from DNS: each `[[discovery]]` source is resolved around its
-//! records' TTL (within its bounds), and a real change rebuilds the
-//! routing state off the request path and swaps it. What the answers mean
+//! records' TTL (within its bounds), and a real change is handed to the
+//! routing state's owner ([`RoutingCell::replace`] with
+//! [`Trigger::Discovered`]), off the request path. What the answers mean
 //! as backends, what each hashes as, and the flap guard are in
 //! [`ketama_config::discovery`].
 //!
@@ -28,8 +29,8 @@ use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
 use serde_json::{json, Value};
 
-use crate::app::App;
-use crate::state::RoutingState;
+use crate::cell::{Records, RoutingCell, Trigger};
+use crate::metrics::Metrics;
 
 /// How a resolution ended, as counted in
 /// `ketama_discovery_resolutions_total{source,result}`.
@@ -126,18 +127,24 @@ impl DiscoveryState {
         self.sources.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Every source's last good records, by source id: what the routing
+    /// state is built from.
+    pub fn records(&self) -> Records {
+        self.lock()
+            .iter()
+            .filter_map(|(id, s)| Some((id.clone(), s.records.clone()?)))
+            .collect()
+    }
+
     /// The backends the sources of `v` last found (sources `v` no longer
     /// has are ignored; their answers are judged by `v`'s settings).
     pub fn discovered(&self, v: &Validated) -> Vec<Discovered> {
-        let sources = self.lock();
-        v.discovery
-            .iter()
-            .filter_map(|src| {
-                let records = sources.get(&src.id())?.records.as_ref()?;
-                Some(backends_of(src, records, v.nginx_identity()))
-            })
-            .flatten()
-            .collect()
+        crate::cell::discovered(&self.records(), v)
+    }
+
+    /// Records the share of the keyspace a change moved.
+    pub fn set_moved_share(&self, moved: f64) {
+        self.moved_share.store(moved.to_bits(), Relaxed);
     }
 
     /// The share of the keyspace the last change of the backend set moved.
@@ -368,7 +375,11 @@ pub async fn resolve(src: &DiscoverySource) -> Result<(Vec<Record>, Duration), O
                 let mut targets: Vec<String> = records.iter().map(|r| r.target.clone()).collect();
                 targets.sort();
                 targets.dedup();
-                let lookups = futures_join(targets.iter().map(|t| r.lookup_ip(fqdn(t)))).await;
+                // All at once: a target that does not answer costs its own
+                // timeout, not every other target's.
+                let lookups =
+                    futures_util::future::join_all(targets.iter().map(|t| r.lookup_ip(fqdn(t))))
+                        .await;
                 let mut addrs: HashMap<String, Vec<IpAddr>> = HashMap::new();
                 for (t, l) in targets.iter().zip(lookups) {
                     match l {
@@ -396,16 +407,6 @@ pub async fn resolve(src: &DiscoverySource) -> Result<(Vec<Record>, Duration), O
     }
 }
 
-/// Awaits every future, in order.
-async fn futures_join<F: std::future::Future>(fs: impl Iterator<Item = F>) -> Vec<F::Output> {
-    let handles: Vec<_> = fs.collect();
-    let mut out = Vec::with_capacity(handles.len());
-    for f in handles {
-        out.push(f.await);
-    }
-    out
-}
-
 /// Resolves every source of `v` once (at start), recording the results.
 /// Sources that fail are logged; the router starts with the rest.
 pub async fn resolve_all(state: &DiscoveryState, v: &Validated) {
@@ -422,74 +423,65 @@ pub async fn resolve_all(state: &DiscoveryState, v: &Validated) {
     }
 }
 
-/// Rebuilds the routing state with the discovered backends, off the
-/// request path, and swaps it; records the share of keys that moved.
-pub fn rebuild(app: &App) {
-    let _one = app.rebuilding();
-    let old = app.state();
-    let v = old.validated.clone();
-    let discovered = app.discovery.discovered(&v);
-    match RoutingState::build(
-        v,
-        &app.health,
-        &app.metrics,
-        &discovered,
-        Some(&app.state()),
-    ) {
-        Ok(state) => {
-            let version = ketama::Version::Only;
-            let moved = ketama::analysis::diff(
-                old.plan.table.ring(version),
-                state.plan.table.ring(version),
-            )
-            .moved;
-            app.discovery.moved_share.store(moved.to_bits(), Relaxed);
+/// Hands the sources' records to the routing state's owner; records the
+/// share of keys that moved.
+pub fn apply(cell: &RoutingCell, discovery: &DiscoveryState) {
+    match cell.replace(Trigger::Discovered(discovery.records())) {
+        Ok(change) => {
+            let moved = change.moved_share.unwrap_or(0.0);
+            discovery.set_moved_share(moved);
             tracing::info!(
-                backends = state.backends.len(),
+                backends = cell.state().backends.len(),
                 moved_share = moved,
                 "routing state rebuilt from discovery"
             );
-            app.swap(state);
         }
-        Err(e) => tracing::error!("discovered backends rejected, keeping the running state: {e}"),
+        Err(e) => tracing::error!("discovered backends rejected, keeping the running state: {e:#}"),
     }
 }
 
 /// Re-resolves every source when it is due and applies changes.
 pub struct Discovery {
-    /// Shared state.
-    pub app: Arc<App>,
+    /// The routing state's owner: the sources come from its config, a
+    /// change goes to it.
+    pub cell: Arc<RoutingCell>,
+    /// What the sources found.
+    pub discovery: Arc<DiscoveryState>,
+    /// The counters (resolutions).
+    pub metrics: Arc<Metrics>,
 }
 
 #[async_trait]
 impl BackgroundService for Discovery {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         loop {
-            let state = self.app.state();
-            let v = &state.validated;
+            // Only the sources are kept across the awaits, not the state.
+            let (sources, nginx) = {
+                let state = self.cell.state();
+                (state.validated.discovery.clone(), state.validated.nginx_identity())
+            };
             let now = Instant::now();
             let mut changed = false;
             let mut next = now + Duration::from_secs(1);
-            for src in &v.discovery {
-                let due = self.app.discovery.due(src).unwrap_or(now);
+            for src in &sources {
+                let due = self.discovery.due(src).unwrap_or(now);
                 if due <= now {
                     let result = resolve(src).await;
                     let label = match &result {
                         Ok(_) => "ok",
                         Err(o) => o.label(),
                     };
-                    self.app.metrics.discovery_resolved(&src.id(), label, 1);
-                    changed |= self.app.discovery.record(src, v.nginx_identity(), result);
+                    self.metrics.discovery_resolved(&src.id(), label, 1);
+                    changed |= self.discovery.record(src, nginx, result);
                 }
-                if let Some(d) = self.app.discovery.due(src) {
+                if let Some(d) = self.discovery.due(src) {
                     next = next.min(d);
                 }
             }
-            drop(state);
             if changed {
-                let app = self.app.clone();
+                let (cell, discovery) = (self.cell.clone(), self.discovery.clone());
                 // The ring build is CPU work: off the runtime's threads.
-                let _ = tokio::task::spawn_blocking(move || rebuild(&app)).await;
+                let _ = tokio::task::spawn_blocking(move || apply(&cell, &discovery)).await;
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(next.max(Instant::now() + Duration::from_millis(10)))) => {}

@@ -7,17 +7,22 @@
 //! - [`proxy`]: routing key and label rule, the library's routing decision,
 //!   the first healthy backend in failover order, the next on connect
 //!   failure, 502 when none is left;
-//! - [`state`]: the routing state a request uses, swapped whole on reload;
-//!   [`app`]: the shared root holding it and what survives reloads;
+//! - [`state`]: the routing state a request uses, and the read-only
+//!   handle on it; [`cell`]: its one owner, which every change (reload,
+//!   admin rollout, discovery, etcd) goes through, and the rule of what
+//!   survives each;
 //! - [`discovery`]: backends from DNS (SRV, A/AAAA), re-resolved, a change
 //!   rebuilt off the request path;
-//! - [`health`] (active checks), [`reload`] (SIGHUP and `POST /reload`),
+//! - [`health`] (each backend's health), [`checker`] (active checks), [`reload`] (SIGHUP and `POST /reload`),
 //!   [`admin`] (the admin API), [`metrics`] (counters and their
 //!   exposition);
 //! - [`framing`] (request framing as strict as nginx), [`conn`] (client
 //!   connection limit and head/idle deadlines), [`signals`] (handlers
 //!   from the first instruction);
-//! - [`server`]: the Pingora server assembled from all of them;
+//! - [`control`] (steering through etcd), [`clock`] (times as `/status`
+//!   shows them);
+//! - [`server`]: the composition root, the Pingora server assembled from
+//!   all of them;
 //!   [`demo`] and [`origin`]: the built-in demo and its loopback origins.
 //!
 //! Pingora users who only want ketama as a `BackendSelection` depend on
@@ -27,7 +32,8 @@
 //! let early = ketama_router::signals::Early::install()?;
 //! let v = ketama_config::load("router.toml".as_ref())?;
 //! let start = ketama_router::server::Start { upgrade: false, early: early.clone() };
-//! let (server, _app) = ketama_router::server::build(v, Some("router.toml".into()), None, start)?;
+//! let source = ketama_router::cell::ConfigSource::File("router.toml".into());
+//! let (server, _cell) = ketama_router::server::build(v, source, start)?;
 //! ketama_router::server::run(server, early);
 //! # #[allow(unreachable_code)]
 //! # Ok::<(), anyhow::Error>(())
@@ -36,7 +42,9 @@
 #![deny(missing_docs)]
 
 pub mod admin;
-pub mod app;
+pub mod cell;
+pub mod checker;
+pub mod clock;
 pub mod conn;
 pub mod control;
 pub mod demo;

@@ -95,7 +95,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args, early: Early) -> anyhow::Result<()> {
-    let (validated, path, text) = match &args.config {
+    let (validated, source) = match &args.config {
         Some(p) => {
             let v = ketama_config::load(p)?;
             if args.check {
@@ -145,7 +145,7 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
                 );
                 return Ok(());
             }
-            (v, Some(p.clone()), None)
+            (v, ketama_router::cell::ConfigSource::File(p.clone()))
         }
         None => {
             let listen = ketama_router::demo::pick(args.listen, "127.0.0.1:8080")?;
@@ -154,7 +154,8 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
                 ketama_router::demo::start_origins(4).context("cannot start the demo's origins")?;
             let text =
                 ketama_router::demo::config(&origins, &listen.to_string(), &admin.to_string());
-            let v = ketama_config::parse(&text, "(built-in demo config)")?;
+            let name = "(built-in demo config)".to_string();
+            let v = ketama_config::parse(&text, &name)?;
             println!("ketama-router demo: 4 origins on {origins:?}");
             println!("  curl -i http://{listen}/some/path            # x-ketama-backend says where it went");
             println!("  curl -i -H 'x-region: eu' http://{listen}/a   # only backends labelled eu");
@@ -164,13 +165,13 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
             println!("  curl http://{admin}/metrics");
             println!("  curl -X PUT -d '{{\"global_bp\": 10000}}' http://{admin}/rollout");
             println!("  Ctrl-C to stop.");
-            (v, None, Some(text))
+            (v, ketama_router::cell::ConfigSource::Text { name, text })
         }
     };
     let start = ketama_router::server::Start {
         upgrade: args.upgrade,
         early: early.clone(),
     };
-    let (server, _app) = ketama_router::server::build(validated, path, text, start)?;
+    let (server, _cell) = ketama_router::server::build(validated, source, start)?;
     ketama_router::server::run(server, early)
 }

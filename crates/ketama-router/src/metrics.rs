@@ -9,6 +9,11 @@
 //! request path touches only handles taken when a backend's state is
 //! built: an atomic add per counter and one histogram observation, no
 //! lookup by label and no allocation.
+//!
+//! Gauges that describe the running state (rings, discovery, control) are
+//! not stored here: each scrape renders them from a [`Snapshot`] it takes
+//! itself, so two scrapes at once never see each other's half-written
+//! families.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -19,10 +24,7 @@ use ketama::Version;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-
-use crate::app::App;
 
 type Labels = Vec<(&'static str, String)>;
 
@@ -231,16 +233,7 @@ pub struct Metrics {
     lookups: [Counter; 3],
     reloads: [Counter; 2],
     client_errors: Family<Labels, Counter>,
-    rollout_bp: Gauge,
-    ring_points: Family<Labels, Gauge>,
-    ring_bytes: Family<Labels, Gauge>,
-    build_seconds: Gauge<f64, AtomicU64>,
-    resident: Gauge,
     resolutions: Family<Labels, Counter>,
-    discovered: Family<Labels, Gauge>,
-    moved_share: Gauge<f64, AtomicU64>,
-    control_connected: Gauge,
-    control_revisions: Family<Labels, Gauge>,
     control_rejected: Counter,
 }
 
@@ -269,65 +262,11 @@ impl Default for Metrics {
         );
         let reloads = ["ok", "rejected"]
             .map(|r| reload_family.get_or_create_owned(&vec![("result", r.to_string())]));
-        let rollout_bp = Gauge::default();
-        registry.register(
-            "ketama_rollout_bp",
-            "Share of keys routed by the new ring, in basis points (this router's scope)",
-            rollout_bp.clone(),
-        );
-        let ring_points = Family::<Labels, Gauge>::default();
-        registry.register(
-            "ketama_ring_points",
-            "Points on each ring",
-            ring_points.clone(),
-        );
-        let ring_bytes = Family::<Labels, Gauge>::default();
-        registry.register(
-            "ketama_ring_bytes",
-            "Heap bytes of each ring's points",
-            ring_bytes.clone(),
-        );
-        let build_seconds = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "ketama_ring_build_seconds",
-            "Time the current ring(s) took to build",
-            build_seconds.clone(),
-        );
-        let resident = Gauge::default();
-        registry.register(
-            "process_resident_memory_bytes",
-            "Resident memory of the router",
-            resident.clone(),
-        );
         let resolutions = Family::<Labels, Counter>::default();
         registry.register(
             "ketama_discovery_resolutions",
             "DNS resolutions of each discovery source by result (ok, timeout, servfail, nxdomain, empty, error)",
             resolutions.clone(),
-        );
-        let discovered = Family::<Labels, Gauge>::default();
-        registry.register(
-            "ketama_discovery_backends",
-            "Backends each discovery source contributes now",
-            discovered.clone(),
-        );
-        let moved_share = Gauge::<f64, AtomicU64>::default();
-        registry.register(
-            "ketama_ring_moved_share",
-            "Share of the keyspace whose backend the last discovered change moved",
-            moved_share.clone(),
-        );
-        let control_connected = Gauge::default();
-        registry.register(
-            "ketama_control_connected",
-            "1 while etcd answers this router (only with [control])",
-            control_connected.clone(),
-        );
-        let control_revisions = Family::<Labels, Gauge>::default();
-        registry.register(
-            "ketama_control_applied_revision",
-            "Mod revision of each etcd key this router applied (0: none)",
-            control_revisions.clone(),
         );
         let control_rejected = Counter::default();
         registry.register(
@@ -341,16 +280,7 @@ impl Default for Metrics {
             lookups,
             reloads,
             client_errors,
-            rollout_bp,
-            ring_points,
-            ring_bytes,
-            build_seconds,
-            resident,
             resolutions,
-            discovered,
-            moved_share,
-            control_connected,
-            control_revisions,
             control_rejected,
         }
     }
@@ -412,45 +342,10 @@ impl Metrics {
             .inc_by(n);
     }
 
-    /// Renders every metric, gauges read from the current state, in
+    /// Renders every metric, the state's gauges from `snap`, in
     /// OpenMetrics or (`openmetrics` false) the Prometheus text format.
-    pub fn render(&self, app: &App, openmetrics: bool) -> String {
-        let state = app.state();
-        let table = &state.plan.table;
-        let bp = table
-            .migration()
-            .map_or(0, |m| m.rollout().bp_for(state.plan.scope.as_deref()));
-        self.rollout_bp.set(bp as i64);
-        self.ring_points.clear();
-        self.ring_bytes.clear();
-        for &v in table.versions() {
-            let r = table.ring(v);
-            let label = vec![("ring", v.name().to_string())];
-            self.ring_points
-                .get_or_create(&label)
-                .set(r.point_count() as i64);
-            self.ring_bytes
-                .get_or_create(&label)
-                .set(r.points_heap_bytes() as i64);
-        }
-        self.build_seconds.set(state.plan.build_ms / 1e3);
-        self.resident.set(resident_bytes() as i64);
-        self.discovered.clear();
-        for (source, n) in app.discovery.backend_counts(&state.validated) {
-            self.discovered
-                .get_or_create(&vec![("source", source)])
-                .set(n as i64);
-        }
-        self.moved_share.set(app.discovery.moved_share());
-        if let Some(c) = &app.control {
-            self.control_connected.set(c.is_connected() as i64);
-            let (config, rollout) = c.revisions();
-            for (key, rev) in [("config", config), ("rollout", rollout)] {
-                self.control_revisions
-                    .get_or_create(&vec![("key", key.to_string())])
-                    .set(rev);
-            }
-        }
+    /// Reads only: any number of scrapes may render at once.
+    pub fn render(&self, snap: &Snapshot<'_>, openmetrics: bool) -> String {
         let mut s = String::new();
         // Writing to a String cannot fail.
         let _ = encode(&mut s, &self.registry);
@@ -459,6 +354,7 @@ impl Metrics {
         } else if s.ends_with("# EOF\n") {
             s.truncate(s.len() - "# EOF\n".len());
         }
+        render_gauges(&mut s, snap, openmetrics);
         // Taken out of the lock first: a reload may need it meanwhile.
         let all: Vec<Arc<BackendMetrics>> = self
             .backends
@@ -467,10 +363,10 @@ impl Metrics {
             .values()
             .cloned()
             .collect();
-        let current: Vec<(&str, bool)> = state
+        let current: Vec<(&str, bool)> = snap
             .backends
             .iter()
-            .map(|b| (&*b.metrics.label, b.health.is_healthy()))
+            .map(|(m, up)| (&*m.label, *up))
             .collect();
         render_backends(&mut s, &all, &current, openmetrics);
         if openmetrics {
@@ -478,6 +374,90 @@ impl Metrics {
         }
         s
     }
+}
+
+/// What one scrape reads of the running router besides the counters,
+/// taken once and rendered whole.
+#[derive(Debug, Default)]
+pub struct Snapshot<'a> {
+    /// The new ring's share in this router's scope, basis points.
+    pub rollout_bp: u16,
+    /// (ring version, points, heap bytes) of each ring.
+    pub rings: Vec<(&'static str, u64, u64)>,
+    /// The current rings' build time.
+    pub build_ms: f64,
+    /// Backends each discovery source contributes now.
+    pub discovered: Vec<(String, usize)>,
+    /// The share of the keyspace the last discovered change moved.
+    pub moved_share: f64,
+    /// With `[control]`: connected, and the applied config and rollout
+    /// revisions.
+    pub control: Option<(bool, i64, i64)>,
+    /// The current backends' counters and whether each is healthy.
+    pub backends: Vec<(&'a BackendMetrics, bool)>,
+}
+
+/// Writes `value` as a sample value (integers without a fraction).
+fn number(out: &mut String, value: f64) {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        out.push_str(itoa::Buffer::new().format(value as i64));
+    } else {
+        let _ = write!(out, "{value}");
+    }
+}
+
+/// Writes one gauge family: its head, then `name{labels} value` lines.
+fn gauge(out: &mut String, name: &str, help: &str, samples: &[(String, f64)], om: bool) {
+    family_head(out, name, "gauge", help, om);
+    for (labels, value) in samples {
+        out.push_str(name);
+        if !labels.is_empty() {
+            out.push('{');
+            out.push_str(labels);
+            out.push('}');
+        }
+        out.push(' ');
+        number(out, *value);
+        out.push('\n');
+    }
+}
+
+/// A `name="value"` label pair, the value escaped for the exposition.
+fn label(name: &str, value: &str) -> String {
+    let v = value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n");
+    format!("{name}=\"{v}\"")
+}
+
+/// The state's gauges, from one snapshot.
+fn render_gauges(out: &mut String, snap: &Snapshot<'_>, om: bool) {
+    let one = |v: f64| vec![(String::new(), v)];
+    gauge(out, "ketama_rollout_bp", "Share of keys routed by the new ring, in basis points (this router's scope)", &one(snap.rollout_bp as f64), om);
+    let rings = |f: fn(&(&'static str, u64, u64)) -> u64| -> Vec<(String, f64)> {
+        snap.rings.iter().map(|r| (label("ring", r.0), f(r) as f64)).collect()
+    };
+    gauge(out, "ketama_ring_points", "Points on each ring", &rings(|r| r.1), om);
+    gauge(out, "ketama_ring_bytes", "Heap bytes of each ring's points", &rings(|r| r.2), om);
+    gauge(out, "ketama_ring_build_seconds", "Time the current ring(s) took to build", &one(snap.build_ms / 1e3), om);
+    gauge(out, "process_resident_memory_bytes", "Resident memory of the router", &one(resident_bytes() as f64), om);
+    let found: Vec<(String, f64)> = snap
+        .discovered
+        .iter()
+        .map(|(src, n)| (label("source", src), *n as f64))
+        .collect();
+    gauge(out, "ketama_discovery_backends", "Backends each discovery source contributes now", &found, om);
+    gauge(out, "ketama_ring_moved_share", "Share of the keyspace whose backend the last discovered change moved", &one(snap.moved_share), om);
+    let (connected, revisions) = match snap.control {
+        Some((up, config, rollout)) => (
+            one(up as u8 as f64),
+            vec![(label("key", "config"), config as f64), (label("key", "rollout"), rollout as f64)],
+        ),
+        None => (one(0.0), Vec::new()),
+    };
+    gauge(out, "ketama_control_connected", "1 while etcd answers this router (only with [control])", &connected, om);
+    gauge(out, "ketama_control_applied_revision", "Mod revision of each etcd key this router applied (0: none)", &revisions, om);
 }
 
 /// The Prometheus text format (0.0.4) of an OpenMetrics exposition: the
@@ -516,10 +496,20 @@ pub fn to_prometheus_text(openmetrics: &str) -> String {
     out
 }
 
-/// Resident set size from /proc (0 where unavailable).
+/// Resident set size from /proc (0 where unavailable), in the system's
+/// page size (4 KiB on most x86-64 kernels, 16 or 64 KiB on some arm64
+/// ones).
 pub fn resident_bytes() -> u64 {
     std::fs::read_to_string("/proc/self/statm")
         .ok()
         .and_then(|t| t.split_whitespace().nth(1)?.parse::<u64>().ok())
-        .map_or(0, |pages| pages * 4096)
+        .map_or(0, |pages| pages * page_size())
+}
+
+/// The system's memory page size, in bytes.
+pub fn page_size() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        rustix::param::page_size() as u64
+    })
 }

@@ -23,13 +23,15 @@ use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::{Error, ErrorSource, ErrorType};
 
-use crate::app::App;
-use crate::state::{Key, RoutingState, RuleMatch};
+use crate::metrics::Metrics;
+use crate::state::{Key, RoutingState, RuleMatch, StateReader};
 
 /// The Pingora proxy logic.
 pub struct Router {
-    /// Shared state.
-    pub app: Arc<App>,
+    /// The current routing state.
+    pub routing: StateReader,
+    /// The counters.
+    pub metrics: Arc<Metrics>,
 }
 
 /// Per-request selection state.
@@ -268,7 +270,7 @@ impl ProxyHttp for Router {
     }
 
     async fn early_request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<()> {
-        let state = self.app.state();
+        let state = self.routing.state();
         let server = &state.validated.config.server;
         let req = session.req_header();
         let http11 = req.version == http::Version::HTTP_11;
@@ -278,7 +280,7 @@ impl ProxyHttp for Router {
             crate::framing::check(&session.as_downstream().to_h1_raw(), http11)
         };
         if let Err(r) = refusal {
-            self.app.metrics.client_error("bad_framing");
+            self.metrics.client_error("bad_framing");
             session.set_keepalive(None);
             return Err(Error::explain(ErrorType::HTTPStatus(r.status), r.reason));
         }
@@ -300,9 +302,9 @@ impl ProxyHttp for Router {
 
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         if ctx.route.is_none() {
-            let state = ctx.state.get_or_insert_with(|| self.app.state());
+            let state = ctx.state.get_or_insert_with(|| self.routing.state());
             let route = decide(session.req_header(), state)?;
-            self.app.metrics.lookup(route.version());
+            self.metrics.lookup(route.version());
             ctx.route = Some(route);
             ctx.started = Some(Instant::now());
         }
@@ -424,16 +426,16 @@ impl ProxyHttp for Router {
             (ConnectTimedout | ReadTimedout | WriteTimedout, ErrorSource::Upstream) => 504,
             (_, ErrorSource::Upstream) => 502,
             (ReadError | WriteError | ConnectionClosed, ErrorSource::Downstream) => {
-                self.app.metrics.client_error("client_disconnect");
+                self.metrics.client_error("client_disconnect");
                 0 // nobody is left to answer
             }
             (ReadTimedout, ErrorSource::Downstream) => {
-                self.app.metrics.client_error("body_timeout");
+                self.metrics.client_error("body_timeout");
                 408
             }
             (_, ErrorSource::Downstream) => {
                 // Invalid chunked framing and the like in the request body.
-                self.app.metrics.client_error("bad_framing");
+                self.metrics.client_error("bad_framing");
                 400
             }
             _ => 500,

@@ -1,6 +1,11 @@
-//! Assembling the Pingora server: the proxy behind its connection limits,
-//! the admin API, health checks, SIGHUP reloads; and running it until a
-//! signal says stop.
+//! Assembling the Pingora server: the composition root. The routing
+//! state's owner ([`RoutingCell`]) is built here, and each service gets
+//! the one or two handles it uses: the proxy, the connection guard and
+//! the health checker a [`StateReader`](crate::state::StateReader);
+//! discovery, control, the admin API and SIGHUP reloads the cell (their
+//! changes go through [`RoutingCell::replace`]); the counters and the
+//! discovery record where they are needed. Then it runs until a signal
+//! says stop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,10 +19,12 @@ use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
 use crate::admin::Admin;
-use crate::app::App;
+use crate::cell::{ConfigSource, RoutingCell};
 use crate::conn::Guarded;
 use crate::discovery::DiscoveryState;
-use crate::health::HealthChecker;
+use crate::checker::HealthChecker;
+use crate::health::HealthRegistry;
+use crate::metrics::Metrics;
 use crate::proxy::Router;
 use crate::reload::SighupReloader;
 use crate::signals::Early;
@@ -94,15 +101,16 @@ pub fn upgrade_sock(v: &Validated) -> String {
     })
 }
 
-/// Builds the Pingora server for a validated config; [`run`] serves until
-/// SIGINT/SIGTERM (then waits at most the configured grace period, 1 s by
-/// default, instead of Pingora's five minutes) or hands over on SIGQUIT.
+/// Builds the Pingora server for a validated config read from `source`
+/// (which reloads read again); [`run`] serves until SIGINT/SIGTERM (then
+/// waits at most the configured grace period, 1 s by default, instead of
+/// Pingora's five minutes) or hands over on SIGQUIT. Returns the routing
+/// state's owner too, for embedders and tests.
 pub fn build(
     v: Validated,
-    config_path: Option<std::path::PathBuf>,
-    config_text: Option<String>,
+    source: ConfigSource,
     start: Start,
-) -> anyhow::Result<(Server, Arc<App>)> {
+) -> anyhow::Result<(Server, Arc<RoutingCell>)> {
     let s = &v.config.server;
     if !start.upgrade {
         let mut addrs: Vec<(String, SocketAddr)> = v
@@ -143,56 +151,88 @@ pub fn build(
     }
     // With [control], the routing sections come from etcd (or the cache
     // file) before anything is built.
-    let (v, control) = match v.control {
+    let (shared, etcd_rollout, control) = match v.control {
         Some(_) => {
-            let start = crate::control::Control::start(v)?;
-            (start.validated, Some(start.control))
+            let start = crate::control::Control::start(&v)?;
+            (start.shared, start.rollout, Some(start.control))
         }
-        None => (v, None),
+        None => (None, None, None),
     };
-    let discovery = discover_at_start(&v)?;
-    let mut app = App::with_discovery(v, config_path, config_text, discovery)
-        .context("cannot build the routing state")?;
-    if let Some(c) = control {
-        app = app.with_control(c);
+    let effective = match &shared {
+        Some(sh) => v.with_shared(sh.routing.clone(), &sh.name)?,
+        None => v.clone(),
+    };
+    let discovery = Arc::new(discover_at_start(&effective)?);
+    drop(effective);
+    let (health, metrics) = (Arc::new(HealthRegistry::default()), Arc::new(Metrics::default()));
+    for (source, result, n) in discovery.resolution_counts() {
+        metrics.discovery_resolved(&source, result, n);
     }
-    let app = Arc::new(app);
+    let cell = Arc::new(
+        RoutingCell::new(
+            source,
+            v,
+            shared,
+            discovery.records(),
+            etcd_rollout,
+            health,
+            metrics.clone(),
+        )
+        .context("cannot build the routing state")?,
+    );
 
-    let proxy = pingora::proxy::http_proxy(&server.configuration, Router { app: app.clone() });
+    let router = Router {
+        routing: cell.reader(),
+        metrics: metrics.clone(),
+    };
+    let proxy = pingora::proxy::http_proxy(&server.configuration, router);
     let mut proxy = Service::new(
         "ketama proxy".to_string(),
-        Guarded::new(proxy, default_max, app.clone()),
+        Guarded::new(proxy, default_max, cell.reader(), metrics.clone()),
     );
     for l in &listen {
         proxy.add_tcp(&l.to_string());
     }
-    let mut admin = Service::new(
-        "ketama admin".to_string(),
-        HttpServer::new_app(Admin { app: app.clone() }),
-    );
+    let admin = Admin {
+        cell: cell.clone(),
+        discovery: discovery.clone(),
+        control: control.clone(),
+        metrics: metrics.clone(),
+    };
+    let mut admin = Service::new("ketama admin".to_string(), HttpServer::new_app(admin));
     admin.add_tcp(&admin_listen.to_string());
     server.add_service(proxy);
     server.add_service(admin);
     server.add_service(background_service(
         "health checks",
-        HealthChecker { app: app.clone() },
+        HealthChecker {
+            routing: cell.reader(),
+        },
     ));
     server.add_service(background_service(
         "dns discovery",
-        crate::discovery::Discovery { app: app.clone() },
+        crate::discovery::Discovery {
+            cell: cell.clone(),
+            discovery,
+            metrics: metrics.clone(),
+        },
     ));
     server.add_service(background_service(
         "etcd control",
-        crate::control::ControlService { app: app.clone() },
+        crate::control::ControlService {
+            control,
+            cell: cell.clone(),
+            metrics,
+        },
     ));
     server.add_service(background_service(
         "sighup reload",
         SighupReloader {
-            app: app.clone(),
+            cell: cell.clone(),
             early: start.early.clone(),
         },
     ));
-    Ok((server, app))
+    Ok((server, cell))
 }
 
 /// Resolves the config's discovery sources once before the first

@@ -1,7 +1,8 @@
 //! The routing state: everything a request needs, built from a validated
-//! config and swapped whole on reload (`ArcSwap` in [`crate::app::App`]),
-//! so a request keeps the state it started with and no request sees half a
-//! change.
+//! config and swapped whole on every change by its one owner
+//! ([`crate::cell::RoutingCell`]), so a request keeps the state it started
+//! with and no request sees half a change. Services that only read it hold
+//! a [`StateReader`].
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -11,11 +12,31 @@ use std::time::Duration;
 use ketama::load::{BalanceFactor, LoadTracker};
 use ketama::{Need, Version};
 
+use arc_swap::ArcSwap;
 use http::HeaderName;
 use ketama_config::{ConfigError, Discovered, KeySource, Matcher, Plan, Validated};
 
 use crate::health::{Health, HealthRegistry};
 use crate::metrics::{BackendMetrics, Metrics};
+
+/// A read-only handle on the current routing state: what the proxy, the
+/// connection guard and the health checker hold. Only the
+/// [`RoutingCell`](crate::cell::RoutingCell) stores a new state.
+#[derive(Clone, Debug)]
+pub struct StateReader(Arc<ArcSwap<RoutingState>>);
+
+impl StateReader {
+    /// A reader of `cell` (the cell keeps the only writer).
+    pub(crate) fn new(cell: Arc<ArcSwap<RoutingState>>) -> Self {
+        StateReader(cell)
+    }
+
+    /// The current routing state: a reference count, no lock.
+    #[inline]
+    pub fn state(&self) -> Arc<RoutingState> {
+        self.0.load_full()
+    }
+}
 
 /// One backend, by its node index in the ring(s).
 #[derive(Debug)]
