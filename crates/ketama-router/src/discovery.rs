@@ -375,11 +375,17 @@ pub async fn resolve(src: &DiscoverySource) -> Result<(Vec<Record>, Duration), O
                 let mut targets: Vec<String> = records.iter().map(|r| r.target.clone()).collect();
                 targets.sort();
                 targets.dedup();
-                // All at once: a target that does not answer costs its own
-                // timeout, not every other target's.
-                let lookups =
-                    futures_util::future::join_all(targets.iter().map(|t| r.lookup_ip(fqdn(t))))
-                        .await;
+                // All at once, each within what the source's deadline leaves
+                // after the SRV query (2 x timeout_ms): a target that does
+                // not answer costs its own time, not every other target's.
+                let budget = src.timeout * 2;
+                let lookups = futures_util::future::join_all(targets.iter().map(|t| async {
+                    match tokio::time::timeout(budget, r.lookup_ip(fqdn(t))).await {
+                        Ok(l) => l.map_err(|e| e.to_string()),
+                        Err(_) => Err(format!("no answer within {} ms", budget.as_millis())),
+                    }
+                }))
+                .await;
                 let mut addrs: HashMap<String, Vec<IpAddr>> = HashMap::new();
                 for (t, l) in targets.iter().zip(lookups) {
                     match l {
@@ -390,7 +396,7 @@ pub async fn resolve(src: &DiscoverySource) -> Result<(Vec<Record>, Duration), O
                         // A target that does not resolve serves nothing; the
                         // others still do.
                         Err(e) => {
-                            tracing::warn!(target = t, error = %e, "SRV target did not resolve")
+                            tracing::warn!(target = t, error = e, "SRV target did not resolve")
                         }
                     }
                 }

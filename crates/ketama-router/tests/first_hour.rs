@@ -360,3 +360,47 @@ fn a_502_says_what_happened_in_plain_words() {
         resp.body
     );
 }
+
+#[test]
+fn concurrent_scrapes_each_see_every_family_whole() {
+    // Two rings (a migration) and a discovery source that never answers:
+    // every scrape must show both rings' points and bytes and the source's
+    // backend count, however many scrapes render at once (the admin
+    // runtime has two threads here).
+    let origins: Vec<Origin> = (0..3).map(|i| Origin::start(i).unwrap()).collect();
+    let addrs: Vec<SocketAddr> = origins.iter().map(|o| o.addr()).collect();
+    let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let extra = format!(
+        "[migration]\nring = {{ compat = \"nginx\", layout = \"compact\", point_multiple = 16 }}\nglobal_bp = 0\n\n[[discovery]]\nsrv = \"_x._tcp.example.test\"\nresolvers = [\"{}\"]\ntimeout_ms = 100\n",
+        dead.local_addr().unwrap()
+    );
+    let (r, _dir) = router_over(&addrs, "threads = 2", &extra);
+    let want = [
+        "ketama_ring_points{ring=\"old\"}",
+        "ketama_ring_points{ring=\"new\"}",
+        "ketama_ring_bytes{ring=\"old\"}",
+        "ketama_ring_bytes{ring=\"new\"}",
+        "ketama_discovery_backends{source=\"srv _x._tcp.example.test\"}",
+    ];
+    let r = &r;
+    std::thread::scope(|s| {
+        let scrapers: Vec<_> = (0..8)
+            .map(|_| {
+                s.spawn(move || {
+                    for _ in 0..60 {
+                        let text = metrics_text(r);
+                        for w in want {
+                            assert!(
+                                text.lines().any(|l| l.starts_with(w)),
+                                "{w} missing from a scrape rendered beside others"
+                            );
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in scrapers {
+            t.join().unwrap();
+        }
+    });
+}
