@@ -6,7 +6,7 @@
 
 use std::net::SocketAddr;
 
-use crate::migration::Version;
+use crate::version::Version;
 use crate::{Compat, Layout};
 
 /// An error building a [`Ring`](crate::Ring) or reading a servers file.

@@ -83,6 +83,7 @@ mod settings;
 mod sort;
 pub mod subset;
 pub mod synthetic;
+mod version;
 #[doc(hidden)]
 pub mod testing;
 

@@ -35,6 +35,7 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 pub use crate::mix::{fnv1a64, mix64};
+pub use crate::version::Version;
 use crate::{Node, Ring};
 
 /// Basis points: 1/100 of a percent; 10,000 is everything.
@@ -43,34 +44,6 @@ pub const FULL: u16 = 10_000;
 /// The rollout bucket of a key, 0 to 9,999; see the module docs.
 pub fn rollout_bucket(key: &[u8]) -> u16 {
     (((mix64(fnv1a64(key)) >> 32) * FULL as u64) >> 32) as u16
-}
-
-/// Which ring answered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Version {
-    /// The one ring, where no migration is under way.
-    Only,
-    /// The ring being replaced.
-    Old,
-    /// The ring being rolled out.
-    New,
-}
-
-impl Version {
-    /// `only`, `old` or `new`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Version::Only => "only",
-            Version::Old => "old",
-            Version::New => "new",
-        }
-    }
-}
-
-impl std::fmt::Display for Version {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
 }
 
 /// The share of keys routed by the new ring, in basis points: globally and
