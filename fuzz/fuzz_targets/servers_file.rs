@@ -7,23 +7,23 @@
 
 use std::sync::Arc;
 
-use ketama::{testing, Compat, Layout, Node, Requirement, RingBuilder};
+use ketama::{testing, Scheme, Layout, Node, Requirement, RingBuilder};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {
     if data.len() < 3 {
         return;
     }
-    let compat = match Compat::ALL[data[0] as usize % Compat::ALL.len()] {
-        Compat::Twemproxy(_) => {
-            Compat::Twemproxy(ketama::KeyHash::ALL[data[1] as usize % ketama::KeyHash::ALL.len()])
+    let compat = match Scheme::ALL[data[0] as usize % Scheme::ALL.len()] {
+        Scheme::Twemproxy(_) => {
+            Scheme::Twemproxy(ketama::KeyHash::ALL[data[1] as usize % ketama::KeyHash::ALL.len()])
         }
         c => c,
     };
     // The memcached schemes take only their own multiple.
     let multiple = compat.fixed_point_multiple().unwrap_or(1 + data[1] as u32 % 64);
     let Ok(text) = std::str::from_utf8(&data[3..]) else { return };
-    let Ok(nodes) = ketama::parse_servers(text, "fuzz") else { return };
+    let Ok(nodes) = ketama::parse_servers(text, "fuzz".as_ref()) else { return };
     let builder = RingBuilder::new().compat(compat).point_multiple(multiple);
     // Huge rings are valid but slow; keep each input fast.
     if builder.count_points(&nodes).map_or(true, |p| p > 1 << 16) {

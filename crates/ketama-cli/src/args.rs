@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::Args;
 use ketama::{
-    Compat, KeyHash, Layout, Node, Ring, RingBuilder, RingSettings, DEFAULT_POINT_MULTIPLE,
+    Scheme, KeyHash, Layout, Node, Ring, RingBuilder, RingSettings, DEFAULT_POINT_MULTIPLE,
 };
 
 /// How to build a ring: scheme, layout and point multiple.
@@ -14,7 +14,7 @@ pub struct RingArgs {
     /// Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or
     /// twemproxy (see --key-hash).
     #[arg(long, default_value = "nginx")]
-    pub compat: Compat,
+    pub compat: Scheme,
     /// twemproxy's key hash: md5, fnv1a_64 (twemproxy's default), fnv1a_32,
     /// fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur
     /// or jenkins.
@@ -42,7 +42,7 @@ impl RingArgs {
 
 /// Refuses the memcached schemes for a command that varies the points per
 /// server (`sweep`, `recommend`): theirs are fixed.
-pub fn refuse_fixed_points(compat: Compat, command: &str) -> anyhow::Result<()> {
+pub fn refuse_fixed_points(compat: Scheme, command: &str) -> anyhow::Result<()> {
     if compat.is_memcached() {
         bail!(
             "--compat {compat}: {command} varies the points per server, which {} fixes at 160 on average; see its balance with `ketama analyze --compat {}`",
@@ -56,17 +56,17 @@ pub fn refuse_fixed_points(compat: Compat, command: &str) -> anyhow::Result<()> 
 /// The scheme `--compat` names with `--key-hash` applied: twemproxy takes
 /// any key hash, libmemcached only its own md5, the CRC-32 schemes none.
 pub fn with_key_hash(
-    compat: Compat,
+    compat: Scheme,
     key_hash: Option<KeyHash>,
     flag: &str,
-) -> anyhow::Result<Compat> {
+) -> anyhow::Result<Scheme> {
     match (compat, key_hash) {
         (c, None) => Ok(c),
-        (Compat::Twemproxy(_), Some(h)) => Ok(Compat::Twemproxy(h)),
-        (Compat::Libmemcached, Some(KeyHash::Md5)) => Ok(Compat::Libmemcached),
+        (Scheme::Twemproxy(_), Some(h)) => Ok(Scheme::Twemproxy(h)),
+        (Scheme::Libmemcached, Some(KeyHash::Md5)) => Ok(Scheme::Libmemcached),
         (c, Some(h)) => bail!(
             "{flag} {h} does not apply to {c}: the key hash is chosen only for twemproxy (--compat twemproxy {flag} {h}); {c} hashes keys with {}",
-            if c == Compat::Libmemcached { "md5" } else { "CRC-32" }
+            if c == Scheme::Libmemcached { "md5" } else { "CRC-32" }
         ),
     }
 }
@@ -77,7 +77,7 @@ pub fn read_nodes(path: &Path) -> anyhow::Result<Vec<Node>> {
     let name = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read servers file {name}"))?;
-    let nodes = ketama::parse_servers(&text, &name)?;
+    let nodes = ketama::parse_servers(&text, path)?;
     if nodes.is_empty() {
         bail!("servers file {name} lists no server: write one SERVER [WEIGHT] per line");
     }
@@ -116,7 +116,7 @@ pub struct TwoRings {
     /// Scheme of the current ring: nginx, pingora-v1, pingora-v2,
     /// libmemcached or twemproxy.
     #[arg(long, default_value = "nginx")]
-    pub from_compat: Compat,
+    pub from_compat: Scheme,
     /// twemproxy key hash of the current ring (as --key-hash).
     #[arg(long)]
     pub from_key_hash: Option<KeyHash>,
@@ -129,7 +129,7 @@ pub struct TwoRings {
     /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached
     /// or twemproxy.
     #[arg(long, default_value = "nginx")]
-    pub to_compat: Compat,
+    pub to_compat: Scheme,
     /// twemproxy key hash of the new ring (as --key-hash).
     #[arg(long)]
     pub to_key_hash: Option<KeyHash>,

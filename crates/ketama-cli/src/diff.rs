@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use ketama::analysis;
+use ketama::analysis::{self, ServerDiff};
 use serde_json::json;
 
 use crate::args::TwoRings;
@@ -35,10 +35,12 @@ pub struct DiffArgs {
 
 pub fn run(args: DiffArgs) -> anyhow::Result<()> {
     let (from, to) = args.rings.load()?;
-    if !analysis::exact_diff_applies(&from, &to) {
-        return sampled(&args, &from, &to);
-    }
-    let d = analysis::diff(&from, &to);
+    let d = match analysis::diff(&from, &to) {
+        Ok(d) => d,
+        // Different key hashes: only an estimate means anything.
+        Err(ketama::Error::DiffNeedsSampling { .. }) => return sampled(&args, &from, &to),
+        Err(e) => return Err(e.into()),
+    };
     if args.json {
         println!(
             "{}",
@@ -56,7 +58,7 @@ pub fn run(args: DiffArgs) -> anyhow::Result<()> {
 
 fn sampled(args: &DiffArgs, from: &ketama::Ring, to: &ketama::Ring) -> anyhow::Result<()> {
     let (fh, th) = (from.compat().key_hash(), to.compat().key_hash());
-    let by = |c: ketama::Compat| match c.is_memcached() {
+    let by = |c: ketama::Scheme| match c.is_memcached() {
         true => c.key_hash().to_string(),
         false => "CRC-32".to_string(),
     };
@@ -117,18 +119,18 @@ fn sampled(args: &DiffArgs, from: &ketama::Ring, to: &ketama::Ring) -> anyhow::R
     Ok(())
 }
 
-fn servers_json(servers: &[(String, f64, f64)]) -> Vec<serde_json::Value> {
+fn servers_json(servers: &[ServerDiff]) -> Vec<serde_json::Value> {
     servers
         .iter()
-        .map(|(s, g, l)| json!({"server": s, "gained": g, "lost": l}))
+        .map(|s| json!({"server": s.server, "gained": s.gained, "lost": s.lost}))
         .collect()
 }
 
-fn print_servers(servers: &[(String, f64, f64)]) {
-    let width = servers.iter().map(|s| s.0.len()).max().unwrap_or(6).max(6);
+fn print_servers(servers: &[ServerDiff]) {
+    let width = servers.iter().map(|s| s.server.len()).max().unwrap_or(6).max(6);
     println!("{:width$}  {:>10}  {:>10}", "server", "gained", "lost");
-    for (s, g, l) in servers {
-        println!("{s:width$}  {g:>10.6}  {l:>10.6}");
+    for ServerDiff { server, gained, lost } in servers {
+        println!("{server:width$}  {gained:>10.6}  {lost:>10.6}");
     }
     println!();
 }

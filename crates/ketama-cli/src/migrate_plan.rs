@@ -36,7 +36,7 @@ pub fn run(args: MigratePlanArgs) -> anyhow::Result<()> {
         analysis::diff_sampled(&from, &to, (0..crate::diff::SAMPLES).map(crate::bench::key))
     });
     let plan = match &sampled {
-        None => ketama::migration::plan(&from, &to, &steps),
+        None => analysis::migration_plan(&from, &to, &steps)?,
         Some(d) => ketama::migration::plan_for(d.moved, &steps),
     };
     if args.json {

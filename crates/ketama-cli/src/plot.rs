@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use anyhow::{anyhow, bail};
 use ketama::analysis::SweepRow;
-use ketama::Compat;
+use ketama::Scheme;
 use plotters::prelude::*;
 
 const FONT: &str = "sans-serif";
@@ -75,7 +75,7 @@ pub fn sweep_svg(
     rows: &[SweepRow],
     nodes: usize,
     trials: u32,
-    compat: Compat,
+    compat: Scheme,
 ) -> anyhow::Result<String> {
     font()?;
     let (x0, x1) = log_bounds(rows.iter().map(|r| r.points_per_node as f64))?;

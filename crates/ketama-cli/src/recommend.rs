@@ -4,7 +4,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use ketama::analysis::{self, Target};
-use ketama::{Compat, RingSettings, DEFAULT_POINT_MULTIPLE};
+use ketama::{Scheme, RingSettings, DEFAULT_POINT_MULTIPLE};
 use serde_json::json;
 
 use crate::args::{read_nodes, ServersPath};
@@ -29,7 +29,7 @@ pub struct RecommendArgs {
     /// Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and
     /// twemproxy fix their points per server, so there is nothing to vary).
     #[arg(long, default_value = "nginx")]
-    compat: Compat,
+    compat: Scheme,
     /// The current points per weight unit (at least 1).
     #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
     point_multiple: u32,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use clap::Args;
 use ketama::{
-    Compat, Layout, Migration, Need, Rollout, RouteTable, Version, DEFAULT_POINT_MULTIPLE,
+    Scheme, Layout, Migration, Need, Rollout, RouteTable, Version, DEFAULT_POINT_MULTIPLE,
 };
 
 use crate::args::{load_ring, RingArgs, ServersPath};
@@ -37,7 +37,7 @@ pub struct RouteArgs {
     /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached
     /// or twemproxy.
     #[arg(long, default_value = "nginx", requires = "to")]
-    to_compat: Compat,
+    to_compat: Scheme,
     /// twemproxy key hash of the new ring (as --key-hash).
     #[arg(long, requires = "to")]
     to_key_hash: Option<ketama::KeyHash>,
@@ -190,7 +190,9 @@ impl Router {
         let mut route = self.table.route(key, need, self.scope.as_deref())?;
         let version = route.version();
         let table = &self.table;
-        let mut nodes = std::iter::from_fn(|| table.next(&mut route)).take(self.replicas);
+        // The route is this table's own: `next` cannot refuse it.
+        let mut nodes =
+            std::iter::from_fn(|| table.next(&mut route).ok().flatten()).take(self.replicas);
         self.write_answer(version, &mut nodes, out)?;
         Ok(())
     }

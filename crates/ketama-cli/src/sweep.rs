@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use ketama::{analysis, Compat, RingSettings};
+use ketama::{analysis, Scheme, RingSettings};
 
 /// Options of `ketama sweep`.
 #[derive(Args, Debug)]
@@ -32,7 +32,7 @@ pub struct SweepArgs {
     /// Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and
     /// twemproxy fix their points per server, so there is nothing to vary).
     #[arg(long, default_value = "nginx")]
-    compat: Compat,
+    compat: Scheme,
     /// CSV output.
     #[arg(long)]
     out: PathBuf,

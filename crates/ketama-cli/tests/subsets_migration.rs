@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use ketama::migration::Version;
+use ketama::Version;
 use std::sync::Arc;
 
 use ketama::{parse_servers, Migration, Requirement, RingBuilder, Rollout};
@@ -28,7 +28,7 @@ fn require_matches_the_library() {
     let f = file(OLD);
     let ring = Arc::new(
         RingBuilder::new()
-            .build(parse_servers(OLD, "old").unwrap())
+            .build(parse_servers(OLD, "old".as_ref()).unwrap())
             .unwrap(),
     );
     for req in ["eu", "us", "eu,ssd", "us,video", "eu,us"] {
@@ -119,11 +119,11 @@ fn require_matches_the_library() {
 fn migration_routes_like_the_library() {
     let (fo, fn_) = (file(OLD), file(NEW));
     let old = RingBuilder::new()
-        .build(parse_servers(OLD, "o").unwrap())
+        .build(parse_servers(OLD, "o".as_ref()).unwrap())
         .unwrap();
     let new = RingBuilder::new()
         .point_multiple(40)
-        .build(parse_servers(NEW, "n").unwrap())
+        .build(parse_servers(NEW, "n".as_ref()).unwrap())
         .unwrap();
     let m = Migration::new(
         old.into(),
@@ -214,12 +214,12 @@ fn migrate_plan_scales_the_exact_diff() {
         })
         .collect();
     let old = RingBuilder::new()
-        .build(parse_servers(OLD, "o").unwrap())
+        .build(parse_servers(OLD, "o".as_ref()).unwrap())
         .unwrap();
     let new = RingBuilder::new()
-        .build(parse_servers(NEW, "n").unwrap())
+        .build(parse_servers(NEW, "n".as_ref()).unwrap())
         .unwrap();
-    let moved = ketama::analysis::diff(&old, &new).moved;
+    let moved = ketama::analysis::diff(&old, &new).unwrap().moved;
     assert_eq!(rows.len(), 3);
     assert!((rows[2].1 - moved).abs() < 1e-6);
     assert!((rows[1].1 - moved / 2.0).abs() < 1e-6);

@@ -23,7 +23,7 @@
 //! let v = ketama_config::parse(text, "router.toml")?;
 //! let plan = ketama_config::Plan::build(&v, &[])?; // no discovered backends
 //! let mut route = plan.table.route(b"/a/b.jpg", None, None)?;
-//! let first = plan.table.next(&mut route).expect("two backends serve");
+//! let first = plan.table.next(&mut route)?.expect("two backends serve");
 //! println!("/a/b.jpg goes to {}", plan.backends[first].server);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ketama::{Compat, Layout, RingSettings};
+use ketama::{Scheme, Layout, RingSettings};
 
 use crate::discovery::{DiscoverySource, Query, WeightMode};
 use crate::model::{Config, ControlSection, DiscoveryWeight, RingSection, Routing};
@@ -123,7 +123,7 @@ impl Validated {
     /// Whether SRV targets hash as `target:port` (every ring uses the
     /// nginx scheme) rather than by address; see [`crate::discovery`].
     pub fn nginx_identity(&self) -> bool {
-        self.ring.compat == Compat::Nginx && self.new_ring.is_none_or(|r| r.compat == Compat::Nginx)
+        self.ring.compat == Scheme::Nginx && self.new_ring.is_none_or(|r| r.compat == Scheme::Nginx)
     }
 
     /// This router's scope: `[control] scope`, else `[migration] scope`.
@@ -231,10 +231,10 @@ fn from_toml<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T
 }
 
 fn ring_of(r: &RingSection, file: &str, key: &str) -> Result<RingSettings, ConfigError> {
-    let compat: Compat = r
+    let compat: Scheme = r
         .compat
         .parse()
-        .map_err(|e: ketama::UnknownCompat| err(file, format!("{key}.compat"), e.to_string()))?;
+        .map_err(|e: ketama::UnknownScheme| err(file, format!("{key}.compat"), e.to_string()))?;
     let layout: Layout = r
         .layout
         .parse()

@@ -22,7 +22,7 @@ fn a_minimal_config_gets_defaults() {
     assert_eq!(
         v.ring,
         ketama::RingSettings {
-            compat: ketama::Compat::Nginx,
+            compat: ketama::Scheme::Nginx,
             layout: ketama::Layout::Compact,
             point_multiple: 160
         }

@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod etcd;
+#[cfg(feature = "testing")]
 pub mod testing;
 
 use serde::{Deserialize, Serialize};

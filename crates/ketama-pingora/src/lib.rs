@@ -38,7 +38,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ketama::{Compat, Layout, Node, Ring, RingBuilder};
+use ketama::{Scheme, Layout, Node, Ring, RingBuilder};
 use pingora_core::protocols::l4::socket::SocketAddr as PingoraAddr;
 use pingora_load_balancing::selection::{BackendIter, BackendSelection};
 use pingora_load_balancing::Backend;
@@ -97,8 +97,8 @@ impl BackendSelection for KetamaSelection {
             })
             .collect();
         let (compat, multiple) = match config.point_multiple {
-            None => (Compat::PingoraV1, ketama::DEFAULT_POINT_MULTIPLE),
-            Some(m) => (Compat::PingoraV2, m),
+            None => (Scheme::PingoraV1, ketama::DEFAULT_POINT_MULTIPLE),
+            Some(m) => (Scheme::PingoraV2, m),
         };
         let builder = RingBuilder::new()
             .compat(compat)
@@ -139,7 +139,8 @@ pub struct KetamaIter {
 
 impl BackendIter for KetamaIter {
     fn next(&mut self) -> Option<&Backend> {
-        let i = self.sel.ring.advance(&mut self.cursor)?;
+        // The cursor was made by this ring (in `iter`): never foreign.
+        let i = self.sel.ring.advance(&mut self.cursor).ok().flatten()?;
         self.sel.backends.get(i)
     }
 }

@@ -412,10 +412,11 @@ impl RoutingCell {
                         return Err(e.into());
                     }
                 };
+                // Exact where the rings share a uniform key hash; else no
+                // figure (it would need sampling).
                 let first = *state.plan.table.versions().first().expect("a ring");
-                let moved = ketama::analysis::diff(old.plan.table.ring(first), state.plan.table.ring(first))
-                    .moved;
-                change.moved_share = Some(moved);
+                let (a, b) = (old.plan.table.ring(first), state.plan.table.ring(first));
+                change.moved_share = ketama::analysis::diff(a, b).ok().map(|d| d.moved);
                 drop(old);
                 self.store(state);
             }

@@ -238,8 +238,10 @@ pub struct Choice {
 pub fn choose(state: &RoutingState, route: &mut Route) -> Result<Option<Choice>> {
     let table = &state.plan.table;
     let healthy = |n: usize| state.backends[n].health.is_healthy();
+    let internal = |e: ketama::Error| Error::explain(ErrorType::InternalError, e.to_string());
     let Some(b) = &state.balance else {
-        return Ok(table.next_where(route, healthy).map(|node| Choice {
+        let node = table.next_where(route, healthy).map_err(internal)?;
+        return Ok(node.map(|node| Choice {
             node,
             spills: 0,
             slot: None,
@@ -248,7 +250,7 @@ pub fn choose(state: &RoutingState, route: &mut Route) -> Result<Option<Choice>>
     let w = state.serving_weight(route.need(), route.version());
     let placed = table
         .next_bounded(route, &b.loads, b.factor, w, healthy)
-        .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))?;
+        .map_err(internal)?;
     Ok(placed.map(|p| {
         if let Some(from) = p.from {
             state.backends[from].metrics.spilled();

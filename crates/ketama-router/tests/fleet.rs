@@ -90,7 +90,7 @@ fn expected(config: &str, rollout: &str, scope: &str, key: &str) -> (String, Str
         .unwrap()
         .set_rollout(ketama_config::parse_rollout(rollout.as_bytes()).unwrap());
     let mut route = plan.table.route(key.as_bytes(), None, Some(scope)).unwrap();
-    let first = plan.table.next(&mut route).unwrap();
+    let first = plan.table.next(&mut route).unwrap().unwrap();
     (
         route.version().name().to_string(),
         plan.backends[first].server.clone(),

@@ -65,7 +65,7 @@ fn check(migration: bool) {
     );
     let new = Arc::new(
         RingBuilder::new()
-            .compat(ketama::Compat::PingoraV2)
+            .compat(ketama::Scheme::PingoraV2)
             .point_multiple(16)
             .build(nodes(&origins))
             .unwrap(),

@@ -28,7 +28,7 @@
 
 use crate::error::{Error, Result};
 use crate::node::Node;
-use crate::Compat;
+use crate::Scheme;
 
 /// The longest NAME accepted: twemproxy formats `NAME-I` into a 273-byte
 /// buffer and would silently truncate longer ones.
@@ -38,7 +38,7 @@ pub(crate) const MAX_NAME: usize = 255;
 pub(crate) const POINTS_PER_SERVER: u32 = 160;
 
 /// The bytes hashed for `node`'s points under `compat` (without `-I`).
-pub(crate) fn name_of(node: &Node, compat: Compat) -> Result<Vec<u8>> {
+pub(crate) fn name_of(node: &Node, compat: Scheme) -> Result<Vec<u8>> {
     let server = node.server();
     let bad = |reason: String| Error::UnusableServer {
         server: server.to_string(),
@@ -46,7 +46,7 @@ pub(crate) fn name_of(node: &Node, compat: Compat) -> Result<Vec<u8>> {
         reason,
     };
     let name: Vec<u8> = match (compat, node.name()) {
-        (Compat::Twemproxy(_), Some(name)) => name.as_bytes().to_vec(),
+        (Scheme::Twemproxy(_), Some(name)) => name.as_bytes().to_vec(),
         (_, Some(_)) => {
             return Err(bad(format!(
                 "name= is a twemproxy server name and {compat} does not use one: remove it or use --compat twemproxy"
@@ -54,7 +54,7 @@ pub(crate) fn name_of(node: &Node, compat: Compat) -> Result<Vec<u8>> {
         }
         _ => {
             let (host, port) = split(server).map_err(bad)?;
-            let twem = matches!(compat, Compat::Twemproxy(_));
+            let twem = matches!(compat, Scheme::Twemproxy(_));
             if twem && host.starts_with('/') {
                 return Err(bad(
                     "twemproxy names a unix-socket server by its configured name: give it name=NAME".into(),
@@ -153,7 +153,7 @@ pub(crate) fn point_counts(nodes: &[Node]) -> Vec<u64> {
 /// Checks the limits that only the memcached schemes have: distinct NAMEs
 /// and, for twemproxy, a total weight that fits its 32-bit counter.
 /// Returns each node's NAME.
-pub(crate) fn validate(nodes: &[Node], compat: Compat) -> Result<Vec<Vec<u8>>> {
+pub(crate) fn validate(nodes: &[Node], compat: Scheme) -> Result<Vec<Vec<u8>>> {
     let names = nodes
         .iter()
         .map(|n| name_of(n, compat))
@@ -171,7 +171,7 @@ pub(crate) fn validate(nodes: &[Node], compat: Compat) -> Result<Vec<Vec<u8>>> {
         }
     }
     let total: u64 = nodes.iter().map(|n| n.weight() as u64).sum();
-    if matches!(compat, Compat::Twemproxy(_)) && total > u32::MAX as u64 {
+    if matches!(compat, Scheme::Twemproxy(_)) && total > u32::MAX as u64 {
         return Err(Error::TotalWeightTooLarge {
             total,
             max: u32::MAX as u64,
@@ -183,9 +183,9 @@ pub(crate) fn validate(nodes: &[Node], compat: Compat) -> Result<Vec<Vec<u8>>> {
 
 /// The programs' server order for ties: configuration order for
 /// libmemcached, names sorted by length then bytes for twemproxy.
-pub(crate) fn tie_order(compat: Compat, names: &[Vec<u8>]) -> Vec<usize> {
+pub(crate) fn tie_order(compat: Scheme, names: &[Vec<u8>]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..names.len()).collect();
-    if matches!(compat, Compat::Twemproxy(_)) {
+    if matches!(compat, Scheme::Twemproxy(_)) {
         order.sort_by(|&a, &b| {
             let (x, y) = (&names[a], &names[b]);
             x.len().cmp(&y.len()).then_with(|| x.cmp(y))
@@ -221,14 +221,14 @@ mod tests {
     use super::*;
     use crate::KeyHash;
 
-    fn name(server: &str, compat: Compat) -> String {
+    fn name(server: &str, compat: Scheme) -> String {
         String::from_utf8(name_of(&Node::new(server, 1), compat).unwrap()).unwrap()
     }
 
     #[test]
     fn names() {
-        let lm = Compat::Libmemcached;
-        let tw = Compat::Twemproxy(KeyHash::Md5);
+        let lm = Scheme::Libmemcached;
+        let tw = Scheme::Twemproxy(KeyHash::Md5);
         assert_eq!(name("10.0.0.1:11211", lm), "10.0.0.1");
         assert_eq!(name("10.0.0.1", lm), "10.0.0.1");
         assert_eq!(name("10.0.0.1:0", lm), "10.0.0.1");

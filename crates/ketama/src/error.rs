@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 
 use crate::version::Version;
-use crate::{Compat, Layout};
+use crate::{Scheme, Layout};
 
 /// An error building a [`Ring`](crate::Ring) or reading a servers file.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -35,7 +35,7 @@ pub enum Error {
         /// The offending server string.
         server: String,
         /// The scheme that needs socket addresses.
-        compat: Compat,
+        compat: Scheme,
     },
     /// Two server strings name the same socket address in a pingora scheme.
     #[error("servers {first:?} and {second:?} are the same socket address {addr} under {compat}: pingora-ketama would hash them identically; keep one")]
@@ -47,7 +47,7 @@ pub enum Error {
         /// The address both parse to.
         addr: SocketAddr,
         /// The scheme in use.
-        compat: Compat,
+        compat: Scheme,
     },
     /// More nodes than a pingora scheme can index.
     #[error("{nodes} nodes is more than {compat} supports ({max}): pingora-ketama keeps the node index in a u16 and would misroute; use the nginx scheme for larger rings")]
@@ -57,7 +57,7 @@ pub enum Error {
         /// The most the scheme allows.
         max: usize,
         /// The scheme.
-        compat: Compat,
+        compat: Scheme,
     },
     /// More nodes than a storage layout can index.
     #[error("{nodes} nodes is more than the {layout} layout holds ({max}): use the wide layout")]
@@ -106,6 +106,23 @@ pub enum Error {
         /// The labels the ring has, comma-separated ("none" if none).
         known: String,
     },
+    /// A [`Route`](crate::Route) was advanced on a table that did not make
+    /// it.
+    #[error("this route was made by another route table: advance a route only on the table whose route() made it")]
+    ForeignRoute,
+    /// A [`FailoverCursor`](crate::FailoverCursor) was advanced on a ring
+    /// (or requirement) that did not make it.
+    #[error("this failover cursor was made by another ring: advance a cursor only on the ring (or requirement) that made it")]
+    ForeignCursor,
+    /// An exact diff was asked of rings that hash keys differently (or
+    /// with a hash that does not cover all 2^32 values).
+    #[error("the rings hash keys with {from} and {to}: their hash spaces are unrelated, so no exact diff exists; estimate it from sampled keys with analysis::diff_sampled (ketama diff samples by itself)")]
+    DiffNeedsSampling {
+        /// The `from` ring's key hash.
+        from: &'static str,
+        /// The `to` ring's key hash.
+        to: &'static str,
+    },
     /// A [`Need`](crate::Need) was used with a table that did not make it.
     #[error("this label requirement was prepared by another route table: prepare it on this table with RouteTable::need")]
     ForeignNeed,
@@ -126,7 +143,7 @@ pub enum Error {
     #[error("label requirements need the nginx or pingora-v2 scheme, not {compat}: {why}")]
     RequirementUnsupported {
         /// The ring's scheme.
-        compat: Compat,
+        compat: Scheme,
         /// Why no subset answer can match the peer there.
         why: &'static str,
     },
@@ -137,7 +154,7 @@ pub enum Error {
         /// The server string.
         server: String,
         /// The scheme.
-        compat: Compat,
+        compat: Scheme,
         /// What is wrong and what to write instead.
         reason: String,
     },
@@ -151,7 +168,7 @@ pub enum Error {
         /// The point name both have.
         name: String,
         /// The scheme.
-        compat: Compat,
+        compat: Scheme,
     },
     /// The weights add up past what the scheme counts.
     #[error("the weights add up to {total}, over {compat}'s limit of {max} (it sums them in 32 bits): scale the weights down")]
@@ -161,13 +178,13 @@ pub enum Error {
         /// The limit.
         max: u64,
         /// The scheme.
-        compat: Compat,
+        compat: Scheme,
     },
     /// A scheme whose point count is fixed was given another multiple.
     #[error("{compat} gives 160 points per server on average (in MD5 digests of four), whatever the point multiple: {given} is not supported; leave it at 160")]
     FixedPointMultiple {
         /// The scheme.
-        compat: Compat,
+        compat: Scheme,
         /// The multiple asked for.
         given: u32,
     },

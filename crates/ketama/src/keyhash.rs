@@ -23,19 +23,21 @@ use std::fmt;
 use std::str::FromStr;
 
 /// A key hash of twemproxy (nutcracker 0.5 `hash:`); see the module docs.
+/// The variants carry twemproxy's names (`Fnv1_64` is `fnv1_64`).
+#[allow(non_camel_case_types)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum KeyHash {
     /// `md5`: the digest's first little-endian 32-bit word.
     Md5,
     /// `fnv1a_64`, twemproxy's default (32-bit arithmetic, see the module docs).
     #[default]
-    Fnv1a64,
+    Fnv1a_64,
     /// `fnv1a_32`.
-    Fnv1a32,
+    Fnv1a_32,
     /// `fnv1_64` (low 32 bits of 64-bit FNV-1).
-    Fnv164,
+    Fnv1_64,
     /// `fnv1_32`.
-    Fnv132,
+    Fnv1_32,
     /// `crc16` (XMODEM table, unmasked 32-bit register).
     Crc16,
     /// `crc32`: 15 bits of CRC-32 (libmemcached's "crc").
@@ -52,7 +54,21 @@ pub enum KeyHash {
     Jenkins,
 }
 
+#[allow(non_upper_case_globals)]
 impl KeyHash {
+    /// The old name of [`KeyHash::Fnv1_64`] (read as "FNV-164").
+    #[deprecated(since = "0.1.0", note = "renamed `Fnv1_64`; this alias goes in the next release")]
+    pub const Fnv164: KeyHash = KeyHash::Fnv1_64;
+    /// The old name of [`KeyHash::Fnv1_32`].
+    #[deprecated(since = "0.1.0", note = "renamed `Fnv1_32`; this alias goes in the next release")]
+    pub const Fnv132: KeyHash = KeyHash::Fnv1_32;
+    /// The old name of [`KeyHash::Fnv1a_64`].
+    #[deprecated(since = "0.1.0", note = "renamed `Fnv1a_64`; this alias goes in the next release")]
+    pub const Fnv1a64: KeyHash = KeyHash::Fnv1a_64;
+    /// The old name of [`KeyHash::Fnv1a_32`].
+    #[deprecated(since = "0.1.0", note = "renamed `Fnv1a_32`; this alias goes in the next release")]
+    pub const Fnv1a32: KeyHash = KeyHash::Fnv1a_32;
+
     /// Every key hash, in twemproxy's documentation order.
     pub const ALL: [KeyHash; 12] = [
         KeyHash::OneAtATime,
@@ -60,10 +76,10 @@ impl KeyHash {
         KeyHash::Crc16,
         KeyHash::Crc32,
         KeyHash::Crc32a,
-        KeyHash::Fnv164,
-        KeyHash::Fnv1a64,
-        KeyHash::Fnv132,
-        KeyHash::Fnv1a32,
+        KeyHash::Fnv1_64,
+        KeyHash::Fnv1a_64,
+        KeyHash::Fnv1_32,
+        KeyHash::Fnv1a_32,
         KeyHash::Hsieh,
         KeyHash::Murmur,
         KeyHash::Jenkins,
@@ -73,10 +89,10 @@ impl KeyHash {
     pub fn name(self) -> &'static str {
         match self {
             KeyHash::Md5 => "md5",
-            KeyHash::Fnv1a64 => "fnv1a_64",
-            KeyHash::Fnv1a32 => "fnv1a_32",
-            KeyHash::Fnv164 => "fnv1_64",
-            KeyHash::Fnv132 => "fnv1_32",
+            KeyHash::Fnv1a_64 => "fnv1a_64",
+            KeyHash::Fnv1a_32 => "fnv1a_32",
+            KeyHash::Fnv1_64 => "fnv1_64",
+            KeyHash::Fnv1_32 => "fnv1_32",
             KeyHash::Crc16 => "crc16",
             KeyHash::Crc32 => "crc32",
             KeyHash::Crc32a => "crc32a",
@@ -100,10 +116,10 @@ impl KeyHash {
     pub fn hash(self, key: &[u8]) -> u32 {
         match self {
             KeyHash::Md5 => crate::md5::digest(key)[0],
-            KeyHash::Fnv1a64 => fnv1a_64(key),
-            KeyHash::Fnv1a32 => fnv1a_32(key),
-            KeyHash::Fnv164 => fnv1_64(key),
-            KeyHash::Fnv132 => fnv1_32(key),
+            KeyHash::Fnv1a_64 => fnv1a_64(key),
+            KeyHash::Fnv1a_32 => fnv1a_32(key),
+            KeyHash::Fnv1_64 => fnv1_64(key),
+            KeyHash::Fnv1_32 => fnv1_32(key),
             KeyHash::Crc16 => crc16(key),
             KeyHash::Crc32 => (crc32fast::hash(key) >> 16) & 0x7fff,
             KeyHash::Crc32a => crc32fast::hash(key),
@@ -372,9 +388,9 @@ mod tests {
     /// quirks are covered by the golden traces from a live nutcracker).
     #[test]
     fn published_vectors() {
-        assert_eq!(KeyHash::Fnv1a32.hash(b"a"), 0xe40c_292c);
-        assert_eq!(KeyHash::Fnv132.hash(b"a"), 0x050c_5d7e);
-        assert_eq!(KeyHash::Fnv164.hash(b"a"), 0xaf63bd4c8601b7beu64 as u32);
+        assert_eq!(KeyHash::Fnv1a_32.hash(b"a"), 0xe40c_292c);
+        assert_eq!(KeyHash::Fnv1_32.hash(b"a"), 0x050c_5d7e);
+        assert_eq!(KeyHash::Fnv1_64.hash(b"a"), 0xaf63bd4c8601b7beu64 as u32);
         assert_eq!(KeyHash::Crc32a.hash(b"123456789"), 0xcbf4_3926);
         // CRC-16/XMODEM check value; the unmasked register keeps 0x31c3's
         // predecessors above bit 16.
@@ -394,7 +410,7 @@ mod tests {
         // Unsigned widening of 0xE9 would give a different FNV.
         let unsigned = (0x811c_9dc5u32 ^ 0xe9).wrapping_mul(16_777_619);
         let signed = (0x811c_9dc5u32 ^ 0xffff_ffe9).wrapping_mul(16_777_619);
-        assert_eq!(KeyHash::Fnv1a32.hash(&[0xe9]), signed);
+        assert_eq!(KeyHash::Fnv1a_32.hash(&[0xe9]), signed);
         assert_ne!(signed, unsigned);
     }
 }

@@ -3,7 +3,7 @@
 //!
 //! A [`Ring`] gives each [`Node`] `weight x point_multiple` points (a CRC-32
 //! chain, 160 per weight unit by default) on a 32-bit ring; a key goes to
-//! the first point at or after its hash. The [`Compat`] scheme picks which
+//! the first point at or after its hash. The [`Scheme`] picks which
 //! peer's hashing and collision rule to reproduce; the [`Layout`] picks how
 //! many bytes a point costs (8, 6, or 3.0 to 3.7 in `Compact`), and never
 //! changes routing.
@@ -33,11 +33,11 @@
 //! A servers file in nginx's spirit is read by [`parse_servers`]:
 //!
 //! ```
-//! use ketama::{parse_servers, Compat, Layout, RingBuilder};
+//! use ketama::{parse_servers, Scheme, Layout, RingBuilder};
 //!
-//! let nodes = parse_servers("10.0.0.1:443 2\n10.0.0.2:443\n10.0.0.3:443 down\n", "servers.txt")?;
+//! let nodes = parse_servers("10.0.0.1:443 2\n10.0.0.2:443\n10.0.0.3:443 down\n", "servers.txt".as_ref())?;
 //! let ring = RingBuilder::new()
-//!     .compat(Compat::PingoraV2)
+//!     .compat(Scheme::PingoraV2)
 //!     .layout(Layout::Packed)
 //!     .build(nodes)?;
 //! assert_eq!(ring.generated_points(), 4 * 160);
@@ -49,7 +49,7 @@
 //! | for | use | costs |
 //! |---|---|---|
 //! | a server, its weight, labels, `down` | [`Node`], [`parse_servers`] | its strings + 40 B |
-//! | building a ring | [`RingBuilder`] with [`RingSettings`] ([`Compat`], [`Layout`], point multiple) | `O(P)`, 16 B/point at the peak |
+//! | building a ring | [`RingBuilder`] with [`RingSettings`] ([`Scheme`], [`Layout`], point multiple) | `O(P)`, 16 B/point at the peak |
 //! | one key's node, a batch, failover order | [`Ring::node`], [`Ring::node_indices_for_hashes`], [`Ring::failover`] / [`FailoverCursor`] | one hash + one search |
 //! | only nodes carrying some labels | [`Requirement`], [`RequirementCache`] ([`subset`] explains how one ring serves every combination) | F bits/point for F labels (the label index), 1 bit/node a requirement (+ a dedicated ring for sets under 1/32 of the weight) |
 //! | two rings side by side, rolled out by share and scope | [`Migration`], [`Rollout`] ([`migration`] spells out the per-key decision) | one FNV-1a per key |
@@ -65,7 +65,7 @@
 
 pub mod analysis;
 mod compact;
-mod compat;
+mod scheme;
 pub mod continuum;
 mod crc;
 mod error;
@@ -84,15 +84,24 @@ mod sort;
 pub mod subset;
 pub mod synthetic;
 mod version;
-#[doc(hidden)]
+#[cfg(feature = "testing")]
 pub mod testing;
 
-pub use compat::{Compat, UnknownCompat};
+pub use scheme::{Scheme, UnknownScheme};
+
+/// The old name of [`Scheme`] (every doc calls it a scheme).
+#[deprecated(since = "0.1.0", note = "renamed `Scheme`; this alias goes in the next release")]
+pub type Compat = Scheme;
+
+/// The old name of [`UnknownScheme`].
+#[deprecated(since = "0.1.0", note = "renamed `UnknownScheme`; this alias goes in the next release")]
+pub type UnknownCompat = UnknownScheme;
 pub use error::{Error, Result};
 pub use keyhash::{KeyHash, UnknownKeyHash};
 pub use layout::{Layout, UnknownLayout};
-pub use migration::{Migration, Rollout, Version};
-pub use node::{nginx_host_port, pingora_prefix, Node};
+pub use migration::{Migration, Rollout};
+pub use version::Version;
+pub use node::Node;
 pub use ring::{Failover, FailoverCursor, Ring, RingBuilder, MAX_POINTS};
 pub use route::{Need, Route, RouteTable};
 pub use servers::parse_servers;

@@ -280,8 +280,8 @@ impl RouteTable {
     /// are not offered again by this route.
     ///
     /// With nothing in flight above the bounds this is exactly
-    /// [`next_where`](Self::next_where). Errors only on a tracker made for
-    /// another table.
+    /// [`next_where`](Self::next_where). Errors on a tracker made for
+    /// another table and, as `next`, on a route another table made.
     pub fn next_bounded(
         &self,
         route: &mut Route,
@@ -298,7 +298,7 @@ impl RouteTable {
         let nodes = self.ring(v).nodes();
         let mut first = None;
         let mut spills = 0u32;
-        while let Some(n) = self.next_where(route, &mut usable) {
+        while let Some(n) = self.next_where(route, &mut usable)? {
             let bound = factor.bound(in_flight, nodes[n].weight(), total_weight);
             let slot = tracker.slot(v, n);
             if tracker.try_take(slot, bound) {

@@ -34,8 +34,8 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-pub use crate::mix::{fnv1a64, mix64};
-pub use crate::version::Version;
+use crate::mix::{fnv1a64, mix64};
+use crate::version::Version;
 use crate::{Node, Ring};
 
 /// Basis points: 1/100 of a percent; 10,000 is everything.
@@ -180,18 +180,10 @@ impl Migration {
     }
 }
 
-/// For each rollout in `steps` (basis points), the expected fraction of the
-/// keyspace whose server changes against the old ring: `bp / 10,000` times
-/// the exact moved fraction between the rings (rollout buckets are
-/// independent of ring position). Exact only where
-/// [`exact_diff_applies`](crate::analysis::exact_diff_applies); otherwise
-/// estimate the moved fraction with
-/// [`diff_sampled`](crate::analysis::diff_sampled) and use [`plan_for`].
-pub fn plan(old: &Ring, new: &Ring, steps: &[u16]) -> Vec<(u16, f64)> {
-    plan_for(crate::analysis::diff(old, new).moved, steps)
-}
-
-/// [`plan`] from a moved fraction already known (or estimated).
+/// For each rollout in `steps` (basis points), the expected share of the
+/// keyspace whose server changes against the old ring, from the share
+/// moved between the rings (exact: [`crate::analysis::migration_plan`];
+/// estimated: [`crate::analysis::diff_sampled`]). `O(steps)`.
 pub fn plan_for(moved: f64, steps: &[u16]) -> Vec<(u16, f64)> {
     steps
         .iter()

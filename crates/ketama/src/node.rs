@@ -36,7 +36,7 @@ impl Node {
     }
 
     /// Gives the node a twemproxy server name (`- 10.0.0.1:11211:1 NAME`):
-    /// `Compat::Twemproxy` hashes the name instead of the address, so that
+    /// `Scheme::Twemproxy` hashes the name instead of the address, so that
     /// a server can move to another address and keep its keys. Other
     /// schemes refuse named nodes.
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
@@ -107,7 +107,7 @@ impl fmt::Display for Node {
 /// - otherwise the whole string is the host and the port is empty.
 ///
 /// IPv6 brackets are kept: `[::1]:80` hashes host `[::1]`, port `80`.
-pub fn nginx_host_port(server: &str) -> (&[u8], &[u8]) {
+pub(crate) fn nginx_host_port(server: &str) -> (&[u8], &[u8]) {
     let b = server.as_bytes();
     if b.len() >= 5 && b[..5].eq_ignore_ascii_case(b"unix:") {
         return (&b[5..], b"");
@@ -127,7 +127,7 @@ pub fn nginx_host_port(server: &str) -> (&[u8], &[u8]) {
 /// The bytes pingora-ketama hashes for a socket address: the IP as Rust's
 /// `Display` writes it (IPv6 without brackets, compressed, no scope id), a
 /// NUL byte, and the decimal port. Written into `out` (cleared first).
-pub fn pingora_prefix(addr: &SocketAddr, out: &mut Vec<u8>) {
+pub(crate) fn pingora_prefix(addr: &SocketAddr, out: &mut Vec<u8>) {
     use std::io::Write;
     out.clear();
     // Writing to a Vec cannot fail.

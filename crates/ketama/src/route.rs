@@ -45,7 +45,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::migration::{Migration, Version};
+use crate::migration::Migration;
+use crate::version::Version;
 use crate::ring::FailoverCursor;
 use crate::{Node, Requirement, RequirementCache, Ring};
 
@@ -322,12 +323,16 @@ impl RouteTable {
     }
 
     /// The route's next serving node (its index into the version's ring's
-    /// nodes), each node once; `None` when the walk is over (or the route
-    /// was made by another table).
+    /// nodes), each node once; `Ok(None)` when the walk is over: no
+    /// backend is left. Cost: the points walked to reach the node.
+    ///
+    /// # Errors
+    /// [`Error::ForeignRoute`] for a route another table made (never the
+    /// same answer as "no node left").
     #[inline]
-    pub fn next(&self, route: &mut Route) -> Option<usize> {
+    pub fn next(&self, route: &mut Route) -> Result<Option<usize>> {
         if route.table != self.id {
-            return None;
+            return Err(Error::ForeignRoute);
         }
         match route.need {
             Some(i) => self.prepared(i, route.version).advance(&mut route.cursor),
@@ -337,18 +342,21 @@ impl RouteTable {
 
     /// The route's next serving node for which `usable` holds: nodes it
     /// rejects are passed over (and not offered again).
+    ///
+    /// # Errors
+    /// As [`next`](Self::next).
     #[inline]
     pub fn next_where(
         &self,
         route: &mut Route,
         mut usable: impl FnMut(usize) -> bool,
-    ) -> Option<usize> {
-        while let Some(n) = self.next(route) {
+    ) -> Result<Option<usize>> {
+        while let Some(n) = self.next(route)? {
             if usable(n) {
-                return Some(n);
+                return Ok(Some(n));
             }
         }
-        None
+        Ok(None)
     }
 
     /// The node a route's index refers to.
@@ -381,7 +389,7 @@ impl RouteTable {
         if !plain {
             for k in keys {
                 let mut r = self.route(k.as_ref(), need, scope)?;
-                out.push((r.version, self.next(&mut r)));
+                out.push((r.version, self.next(&mut r)?));
             }
             return Ok(());
         }

@@ -18,19 +18,30 @@
 //! server is an error naming the file and the line.
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use crate::error::{Error, Result};
 use crate::Node;
 
-/// Parses a servers file's text. `file` names it in error messages.
+/// Parses a servers file's text. `file` names it in error messages; it is
+/// a [`Path`], so the two arguments cannot be swapped unnoticed (a file
+/// name where the text belongs does not compile):
+///
+/// ```compile_fail
+/// let nodes = ketama::parse_servers("servers.txt", "10.0.0.1:80\n");
+/// ```
+///
+/// `O(lines)`.
 ///
 /// ```
-/// let nodes = ketama::parse_servers("a:1 2\nb:1 weight=3 down # drained soon\n", "servers.txt")?;
+/// let nodes = ketama::parse_servers("a:1 2\nb:1 weight=3 down # drained soon\n", "servers.txt".as_ref())?;
 /// assert_eq!(nodes[0].weight(), 2);
 /// assert!(nodes[1].is_down());
 /// # Ok::<(), ketama::Error>(())
 /// ```
-pub fn parse_servers(text: &str, file: &str) -> Result<Vec<Node>> {
+pub fn parse_servers(text: &str, file: &Path) -> Result<Vec<Node>> {
+    let file = file.display().to_string();
+    let file = file.as_str();
     let mut nodes = Vec::new();
     let mut lines_of: HashMap<String, usize> = HashMap::new();
     for (i, raw) in text.lines().enumerate() {
@@ -141,14 +152,14 @@ mod tests {
     use super::*;
 
     fn err(text: &str) -> String {
-        parse_servers(text, "s.txt").unwrap_err().to_string()
+        parse_servers(text, "s.txt".as_ref()).unwrap_err().to_string()
     }
 
     #[test]
     fn parses_forms() {
         let n = parse_servers(
             "# header\n\n a:1\nb#c:2 5 # trailing\n[::1]:3 weight=0\nunix:/x down\n\t\n",
-            "s.txt",
+            "s.txt".as_ref(),
         )
         .unwrap();
         let got: Vec<_> = n
@@ -181,9 +192,9 @@ mod tests {
         assert!(err("a labels=").starts_with("s.txt:1: empty label"));
         assert!(err("a name=x name=y").starts_with("s.txt:1: name given twice"));
         assert!(err("a name=").starts_with("s.txt:1: empty name"));
-        let n = parse_servers("10.0.0.1:11211 2 name=cache-a", "s.txt").unwrap();
+        let n = parse_servers("10.0.0.1:11211 2 name=cache-a", "s.txt".as_ref()).unwrap();
         assert_eq!(n[0].name(), Some("cache-a"));
-        let n = parse_servers("a labels=eu,ssd,eu 2", "s.txt").unwrap();
+        let n = parse_servers("a labels=eu,ssd,eu 2", "s.txt".as_ref()).unwrap();
         assert_eq!(n[0].labels().collect::<Vec<_>>(), ["eu", "ssd"]);
         assert_eq!(n[0].weight(), 2);
         assert_eq!(

@@ -3,12 +3,12 @@
 
 use std::fmt;
 
-use crate::{Compat, Layout};
+use crate::{Scheme, Layout};
 
 /// The default number of points per weight unit, as in nginx and pingora.
 pub const DEFAULT_POINT_MULTIPLE: u32 = 160;
 
-/// How a ring is built: which peer it routes like ([`Compat`]), how it
+/// How a ring is built: which peer it routes like ([`Scheme`]), how it
 /// stores its points ([`Layout`]; never changes routing) and how many
 /// points each weight unit gets.
 ///
@@ -18,7 +18,7 @@ pub const DEFAULT_POINT_MULTIPLE: u32 = 160;
 /// `nginx, compact, 160 points per weight unit`.
 ///
 /// ```
-/// use ketama::{Compat, Layout, RingSettings};
+/// use ketama::{Scheme, Layout, RingSettings};
 /// let s = RingSettings {
 ///     compat: "pingora-v2".parse()?,
 ///     layout: Layout::Compact,
@@ -30,7 +30,7 @@ pub const DEFAULT_POINT_MULTIPLE: u32 = 160;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RingSettings {
     /// The hashing scheme.
-    pub compat: Compat,
+    pub compat: Scheme,
     /// The storage layout.
     pub layout: Layout,
     /// Points per weight unit.
@@ -40,7 +40,7 @@ pub struct RingSettings {
 impl Default for RingSettings {
     fn default() -> Self {
         RingSettings {
-            compat: Compat::default(),
+            compat: Scheme::default(),
             layout: Layout::default(),
             point_multiple: DEFAULT_POINT_MULTIPLE,
         }

@@ -326,7 +326,7 @@ impl Requirement {
     /// Prepares a requirement on `ring`: lookups with it answer only with
     /// nodes that carry every label in `labels` (none: every node). Errors
     /// on a label the ring does not have, and, when labels are required, on
-    /// schemes that cannot honour them ([`Compat::requirement_obstacle`](crate::Compat::requirement_obstacle)). Builds a dedicated ring when the eligible nodes
+    /// schemes that cannot honour them ([`Scheme::requirement_obstacle`](crate::Scheme::requirement_obstacle)). Builds a dedicated ring when the eligible nodes
     /// hold less than [`DEDICATED_BELOW_INDEXED`] of the weight
     /// ([`DEDICATED_BELOW`] on a ring without a label index); see the
     /// module docs.
@@ -466,7 +466,7 @@ impl Requirement {
             return Some(owner);
         }
         let mut c = ring.cursor_at(pos, self.serving);
-        self.advance(&mut c)
+        self.advance(&mut c).ok().flatten()
     }
 
     /// A detached failover walk over the eligible nodes from a hash's
@@ -489,14 +489,19 @@ impl Requirement {
     }
 
     /// The next distinct eligible serving node (its index into the ring's
-    /// nodes) of a walk made by [`cursor`](Self::cursor).
+    /// nodes) of a walk made by [`cursor`](Self::cursor); `Ok(None)` when
+    /// the walk is over.
+    ///
+    /// # Errors
+    /// [`Error::ForeignCursor`](crate::Error::ForeignCursor) for a cursor
+    /// made by another ring (or another requirement's dedicated ring).
     #[inline]
-    pub fn advance(&self, c: &mut FailoverCursor) -> Option<usize> {
+    pub fn advance(&self, c: &mut FailoverCursor) -> Result<Option<usize>> {
         if self.mask == 0 {
             return self.ring.advance(c);
         }
         if let Some((ring, map)) = &self.dedicated {
-            return ring.advance(c).map(|i| map[i] as usize);
+            return Ok(ring.advance(c)?.map(|i| map[i] as usize));
         }
         self.ring.advance_required(c, &self.eligible, self.mask)
     }
@@ -505,7 +510,8 @@ impl Requirement {
     /// the hash's point.
     pub fn failover(&self, hash: u32) -> impl Iterator<Item = usize> + '_ {
         let mut c = self.cursor(hash);
-        std::iter::from_fn(move || self.advance(&mut c))
+        // The walk's own cursor: never foreign.
+        std::iter::from_fn(move || self.advance(&mut c).ok().flatten())
     }
 }
 
@@ -586,7 +592,7 @@ mod tests {
     fn next_is_the_first_candidate_scan() {
         let mut state = 0x1234_5678_9abc_def0u64;
         let mut rnd = move || {
-            state = crate::migration::mix64(state);
+            state = crate::mix::mix64(state);
             state
         };
         for len in [1usize, 2, 63, 64, 65, 127, 128, 129, 300, 1000] {

@@ -1,8 +1,8 @@
 //! Every build error: what triggers it and that its message names the input.
 
-use ketama::{Compat, Error, Layout, Node, RingBuilder, MAX_POINTS};
+use ketama::{Scheme, Error, Layout, Node, RingBuilder, MAX_POINTS};
 
-fn build(compat: Compat, layout: Layout, multiple: u32, nodes: Vec<Node>) -> Error {
+fn build(compat: Scheme, layout: Layout, multiple: u32, nodes: Vec<Node>) -> Error {
     RingBuilder::new()
         .compat(compat)
         .layout(layout)
@@ -14,7 +14,7 @@ fn build(compat: Compat, layout: Layout, multiple: u32, nodes: Vec<Node>) -> Err
 #[test]
 fn duplicate_server() {
     let e = build(
-        Compat::Nginx,
+        Scheme::Nginx,
         Layout::Wide,
         160,
         vec![
@@ -37,7 +37,7 @@ fn duplicate_server() {
 #[test]
 fn empty_server() {
     let e = build(
-        Compat::Nginx,
+        Scheme::Nginx,
         Layout::Wide,
         160,
         vec![Node::new("a:1", 1), Node::new("", 1)],
@@ -47,7 +47,7 @@ fn empty_server() {
 
 #[test]
 fn pingora_needs_socket_addresses() {
-    for compat in [Compat::PingoraV1, Compat::PingoraV2] {
+    for compat in [Scheme::PingoraV1, Scheme::PingoraV2] {
         for bad in [
             "cache.example:80",
             "unix:/run/x.sock",
@@ -77,7 +77,7 @@ fn pingora_needs_socket_addresses() {
 #[test]
 fn pingora_duplicate_address_written_twice() {
     let e = build(
-        Compat::PingoraV2,
+        Scheme::PingoraV2,
         Layout::Wide,
         160,
         vec![
@@ -105,7 +105,7 @@ fn pingora_refuses_more_than_65536_nodes() {
             )
         })
         .collect();
-    for compat in [Compat::PingoraV1, Compat::PingoraV2] {
+    for compat in [Scheme::PingoraV1, Scheme::PingoraV2] {
         let e = build(compat, Layout::Wide, 1, nodes.clone());
         assert_eq!(
             e,
@@ -118,7 +118,7 @@ fn pingora_refuses_more_than_65536_nodes() {
     }
     // Exactly 65,536 is fine.
     RingBuilder::new()
-        .compat(Compat::PingoraV2)
+        .compat(Scheme::PingoraV2)
         .layout(Layout::Packed)
         .point_multiple(1)
         .build(nodes[..65_536].to_vec())
@@ -130,7 +130,7 @@ fn packed_refuses_more_than_65536_nodes() {
     let nodes: Vec<Node> = (0..65_537u32)
         .map(|i| Node::new(format!("n{i}"), 1))
         .collect();
-    let e = build(Compat::Nginx, Layout::Packed, 1, nodes);
+    let e = build(Scheme::Nginx, Layout::Packed, 1, nodes);
     assert_eq!(
         e,
         Error::TooManyNodesForLayout {
@@ -146,7 +146,7 @@ fn packed_refuses_more_than_65536_nodes() {
 fn point_cap_is_checked_before_allocating() {
     // u32::MAX x u32::MAX points would wrap a u32 and exhaust any memory.
     let e = build(
-        Compat::Nginx,
+        Scheme::Nginx,
         Layout::Wide,
         u32::MAX,
         vec![Node::new("a", 1), Node::new("big", u32::MAX)],
@@ -172,7 +172,7 @@ fn point_cap_is_checked_before_allocating() {
     // The sum crossing the cap names the node that crossed it.
     let per = (MAX_POINTS / 2) as u32;
     let e = build(
-        Compat::PingoraV1,
+        Scheme::PingoraV1,
         Layout::Wide,
         1,
         vec![
@@ -191,7 +191,7 @@ fn point_cap_is_checked_before_allocating() {
 #[test]
 fn zero_point_multiple() {
     assert_eq!(
-        build(Compat::Nginx, Layout::Wide, 0, vec![Node::new("a", 1)]),
+        build(Scheme::Nginx, Layout::Wide, 0, vec![Node::new("a", 1)]),
         Error::ZeroPointMultiple
     );
 }

@@ -1,6 +1,6 @@
 //! Property tests of consistent hashing's laws, for the `Nginx` and
 //! `PingoraV2` schemes (whose tie rules are orders; `PingoraV1`'s ties are
-//! arbitrary and break these laws at collided points, see `Compat`), and
+//! arbitrary and break these laws at collided points, see `Scheme`), and
 //! the weaker laws the memcached schemes keep.
 //!
 //! Routing is constant between consecutive point hashes, so checking every
@@ -11,7 +11,7 @@ mod common;
 use std::collections::HashSet;
 
 use common::colliding_pairs;
-use ketama::{Compat, Layout, Node, Ring, RingBuilder};
+use ketama::{Scheme, Layout, Node, Ring, RingBuilder};
 use proptest::prelude::*;
 
 /// Hashes at which routing can change on either ring: every point hash, the
@@ -29,10 +29,10 @@ fn boundaries(rings: &[&Ring]) -> Vec<u32> {
     out
 }
 
-fn server(pool: u8, i: usize, compat: Compat) -> String {
+fn server(pool: u8, i: usize, compat: Scheme) -> String {
     match (compat, pool % 4) {
-        (Compat::Nginx, 1) => format!("cache-{i}.example:8080"),
-        (Compat::Nginx, 2) => format!("unix:/run/c{i}.sock"),
+        (Scheme::Nginx, 1) => format!("cache-{i}.example:8080"),
+        (Scheme::Nginx, 2) => format!("unix:/run/c{i}.sock"),
         (_, 3) => format!("[2001:db8::{i:x}]:443"),
         _ => format!("10.1.{}.{}:443", i / 256, i % 256),
     }
@@ -41,7 +41,7 @@ fn server(pool: u8, i: usize, compat: Compat) -> String {
 prop_compose! {
     /// 1 to 24 nodes (weights 0 to 4, some down) that may include a pair of
     /// servers whose points are known to collide, at a multiple of 16 to 40.
-    fn config(compat: Compat)(
+    fn config(compat: Scheme)(
         specs in prop::collection::vec((any::<u8>(), 0u32..5, prop::bool::weighted(0.1)), 1..24),
         pair in prop::option::of(0usize..3),
         multiple in 16u32..40,
@@ -61,7 +61,7 @@ prop_compose! {
     }
 }
 
-fn build(nodes: Vec<Node>, compat: Compat, layout: Layout, multiple: u32) -> Ring {
+fn build(nodes: Vec<Node>, compat: Scheme, layout: Layout, multiple: u32) -> Ring {
     let ring = RingBuilder::new()
         .compat(compat)
         .layout(layout)
@@ -77,7 +77,7 @@ fn server_at(ring: &Ring, h: u32) -> Option<&str> {
 }
 
 fn laws(
-    compat: Compat,
+    compat: Scheme,
     nodes: Vec<Node>,
     multiple: u32,
     extra_weight: u32,
@@ -156,13 +156,13 @@ proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
     #[test]
-    fn nginx_laws((nodes, multiple) in config(Compat::Nginx), w in 1u32..4, at in any::<usize>()) {
-        laws(Compat::Nginx, nodes, multiple, w, at)?;
+    fn nginx_laws((nodes, multiple) in config(Scheme::Nginx), w in 1u32..4, at in any::<usize>()) {
+        laws(Scheme::Nginx, nodes, multiple, w, at)?;
     }
 
     #[test]
-    fn pingora_v2_laws((nodes, multiple) in config(Compat::PingoraV2), w in 1u32..4, at in any::<usize>()) {
-        laws(Compat::PingoraV2, nodes, multiple, w, at)?;
+    fn pingora_v2_laws((nodes, multiple) in config(Scheme::PingoraV2), w in 1u32..4, at in any::<usize>()) {
+        laws(Scheme::PingoraV2, nodes, multiple, w, at)?;
     }
 }
 
@@ -173,14 +173,14 @@ proptest! {
 /// same ring as the server removed (what the programs do when a server is
 /// ejected); a server keeps exactly the points the scheme gives it, less
 /// collisions.
-fn memcached_laws(compat: Compat, specs: &[(u32, bool)], at: usize) -> Result<(), TestCaseError> {
+fn memcached_laws(compat: Scheme, specs: &[(u32, bool)], at: usize) -> Result<(), TestCaseError> {
     let nodes: Vec<Node> = specs
         .iter()
         .enumerate()
         .map(|(i, &(w, named))| {
             let n = Node::new(format!("10.2.{}.{}:{}", i / 200, i % 200, 11210 + i % 3), w);
             match (compat, named) {
-                (Compat::Twemproxy(_), true) => n.with_name(format!("mc-{i}")),
+                (Scheme::Twemproxy(_), true) => n.with_name(format!("mc-{i}")),
                 _ => n,
             }
         })
@@ -246,18 +246,18 @@ proptest! {
 
     #[test]
     fn libmemcached_laws(specs in prop::collection::vec((0u32..6, any::<bool>()), 1..16), at in any::<usize>()) {
-        memcached_laws(Compat::Libmemcached, &specs, at)?;
+        memcached_laws(Scheme::Libmemcached, &specs, at)?;
     }
 
     #[test]
     fn twemproxy_laws(specs in prop::collection::vec((0u32..6, any::<bool>()), 1..16), at in any::<usize>()) {
-        memcached_laws(Compat::Twemproxy(ketama::KeyHash::Murmur), &specs, at)?;
+        memcached_laws(Scheme::Twemproxy(ketama::KeyHash::Murmur), &specs, at)?;
     }
 }
 
 #[test]
 fn empty_rings_answer_none() {
-    for compat in Compat::ALL {
+    for compat in Scheme::ALL {
         for layout in Layout::ALL {
             for nodes in [
                 vec![],

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ketama::analysis::simulate::{simulate, Workload};
 use ketama::load::{BalanceFactor, LoadTracker};
-use ketama::{Compat, Layout, Migration, Node, Rollout, RouteTable, Version};
+use ketama::{Scheme, Layout, Migration, Node, Rollout, RouteTable, Version};
 use proptest::prelude::*;
 
 fn nodes(n: usize, weighted: bool) -> Vec<Node> {
@@ -45,9 +45,9 @@ fn factor_range_and_bound_arithmetic() {
 fn with_nothing_full_the_answer_is_the_plain_rings_in_every_layout() {
     let mut rng = common::rng(21);
     for layout in Layout::ALL {
-        for compat in [Compat::Nginx, Compat::PingoraV2] {
+        for compat in [Scheme::Nginx, Scheme::PingoraV2] {
             let old = common::arc_ring(nodes(30, true), compat, layout, 40);
-            let new = common::arc_ring(nodes(30, true), Compat::Nginx, layout, 16);
+            let new = common::arc_ring(nodes(30, true), Scheme::Nginx, layout, 16);
             for mut table in [
                 RouteTable::new(old.clone()),
                 RouteTable::migrating(Migration::new(
@@ -62,7 +62,7 @@ fn with_nothing_full_the_answer_is_the_plain_rings_in_every_layout() {
                     let key = common::random_key(&mut rng);
                     for need in [None, Some(eu)] {
                         let mut plain = table.route(&key, need, Some("x")).unwrap();
-                        let want = table.next(&mut plain);
+                        let want = table.next(&mut plain).unwrap();
                         let mut r = table.route(&key, need, Some("x")).unwrap();
                         let w = table.serving_weight(need, r.version(), |_| true);
                         let factor = f([100, 125, 1000][k % 3]);
@@ -93,7 +93,7 @@ proptest! {
         weighted in any::<bool>(),
         labelled in any::<bool>(),
     ) {
-        let ring = common::arc_ring(nodes(12, weighted), Compat::Nginx, Layout::Compact, 40);
+        let ring = common::arc_ring(nodes(12, weighted), Scheme::Nginx, Layout::Compact, 40);
         let mut table = RouteTable::new(ring.clone());
         let eu = table.need(&["eu"]).unwrap();
         let need = labelled.then_some(eu);
@@ -132,7 +132,7 @@ proptest! {
 /// node ends within ceil(M x w / W), which two threads racing for a last
 /// slot would break.
 fn hot_key_fill(threads: usize) {
-    let ring = common::arc_ring(nodes(8, true), Compat::Nginx, Layout::Compact, 160);
+    let ring = common::arc_ring(nodes(8, true), Scheme::Nginx, Layout::Compact, 160);
     let table = Arc::new(RouteTable::new(ring.clone()));
     let tracker = Arc::new(LoadTracker::new(&table));
     let w = table.serving_weight(None, Version::Only, |_| true);
@@ -187,7 +187,7 @@ fn two_threads_never_both_take_a_last_slot() {
 
 #[test]
 fn on_a_zipf_workload_the_bound_holds_where_plain_hashing_exceeds_it() {
-    let ring = common::arc_ring(nodes(50, false), Compat::Nginx, Layout::Compact, 160);
+    let ring = common::arc_ring(nodes(50, false), Scheme::Nginx, Layout::Compact, 160);
     let table = RouteTable::new(ring);
     let w = Workload {
         requests: 60_000,
@@ -213,7 +213,7 @@ fn on_a_zipf_workload_the_bound_holds_where_plain_hashing_exceeds_it() {
 #[test]
 fn workloads_that_cannot_run_are_errors_not_panics() {
     use ketama::analysis::simulate::WorkloadError;
-    let ring = common::arc_ring(nodes(5, false), Compat::Nginx, Layout::Wide, 40);
+    let ring = common::arc_ring(nodes(5, false), Scheme::Nginx, Layout::Wide, 40);
     let table = RouteTable::new(ring);
     let base = Workload {
         requests: 100,
@@ -274,10 +274,10 @@ fn workloads_that_cannot_run_are_errors_not_panics() {
 /// their own.
 #[test]
 fn a_migration_to_other_servers_counts_each_server_once() {
-    let old = common::arc_ring(nodes(6, false), Compat::Nginx, Layout::Compact, 40);
+    let old = common::arc_ring(nodes(6, false), Scheme::Nginx, Layout::Compact, 40);
     let mut grown = nodes(9, false);
     grown.swap(0, 8); // not a prefix: the index differs from the old ring's
-    let new = common::arc_ring(grown, Compat::Nginx, Layout::Compact, 40);
+    let new = common::arc_ring(grown, Scheme::Nginx, Layout::Compact, 40);
     let table = RouteTable::migrating(Migration::new(
         old.clone(),
         new.clone(),

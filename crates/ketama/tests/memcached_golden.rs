@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ketama::{parse_servers, Compat, Layout, RingBuilder};
+use ketama::{parse_servers, Scheme, Layout, RingBuilder};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/memcached")
@@ -25,7 +25,7 @@ fn unhex(s: &str) -> Vec<u8> {
 }
 
 /// (list, scheme) for every `LIST.SCHEME.trace` file.
-fn traces() -> Vec<(String, Compat)> {
+fn traces() -> Vec<(String, Scheme)> {
     let mut out = Vec::new();
     for e in std::fs::read_dir(dir()).unwrap() {
         let name = e.unwrap().file_name().into_string().unwrap();
@@ -34,7 +34,7 @@ fn traces() -> Vec<(String, Compat)> {
         };
         let (list, scheme) = stem.split_once('.').unwrap();
         let compat = match scheme.strip_prefix("twemproxy-") {
-            Some(hash) => Compat::Twemproxy(hash.parse().unwrap()),
+            Some(hash) => Scheme::Twemproxy(hash.parse().unwrap()),
             None => scheme.parse().unwrap(),
         };
         out.push((list.to_string(), compat));
@@ -48,12 +48,12 @@ fn replays_libmemcached_and_twemproxy_traces_with_zero_mismatches() {
     let all = traces();
     let hashes: std::collections::BTreeSet<String> = all
         .iter()
-        .filter(|(_, c)| matches!(c, Compat::Twemproxy(_)))
+        .filter(|(_, c)| matches!(c, Scheme::Twemproxy(_)))
         .map(|(_, c)| c.key_hash().to_string())
         .collect();
     assert!(
         all.iter()
-            .filter(|(_, c)| *c == Compat::Libmemcached)
+            .filter(|(_, c)| *c == Scheme::Libmemcached)
             .count()
             >= 4
     );
@@ -61,10 +61,10 @@ fn replays_libmemcached_and_twemproxy_traces_with_zero_mismatches() {
     let mut keys_checked = 0;
     let mut with_collisions = Vec::new();
     for (list, compat) in &all {
-        let nodes = parse_servers(&read(&format!("{list}.servers")), list).unwrap();
+        let nodes = parse_servers(&read(&format!("{list}.servers")), list.as_ref()).unwrap();
         let keys: Vec<Vec<u8>> = read(&format!("{list}.keys")).lines().map(unhex).collect();
         let file = match compat {
-            Compat::Twemproxy(h) => format!("{list}.twemproxy-{h}.trace"),
+            Scheme::Twemproxy(h) => format!("{list}.twemproxy-{h}.trace"),
             c => format!("{list}.{c}.trace"),
         };
         let want: Vec<String> = read(&file).lines().map(str::to_string).collect();

@@ -5,11 +5,12 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use ketama::analysis;
-use ketama::migration::{self, fnv1a64, mix64, rollout_bucket, Version};
-use ketama::{Migration, Node, Ring, RingBuilder, Rollout};
+use ketama::migration::rollout_bucket;
+use ketama::mix::{fnv1a64, mix64};
+use ketama::{synthetic, Migration, Node, Ring, RingBuilder, Rollout, Version};
 
 fn rings() -> (Arc<Ring>, Arc<Ring>) {
-    let servers = analysis::synthetic_servers(60, 5);
+    let servers = synthetic::seeded(60, 5);
     let nodes: Vec<Node> = servers.iter().map(|s| Node::new(s.clone(), 1)).collect();
     let old = RingBuilder::new().build(nodes.clone()).unwrap();
     let new = RingBuilder::new()
@@ -184,8 +185,8 @@ fn rollout_changes_under_concurrent_lookups() {
 #[test]
 fn plan_is_the_share_times_the_exact_moved_fraction() {
     let (old, new) = rings();
-    let moved = analysis::diff(&old, &new).moved;
-    let plan = migration::plan(&old, &new, &[0, 100, 5000, 10_000]);
+    let moved = analysis::diff(&old, &new).unwrap().moved;
+    let plan = analysis::migration_plan(&old, &new, &[0, 100, 5000, 10_000]).unwrap();
     assert_eq!(plan[0], (0, 0.0));
     assert!((plan[2].1 - moved / 2.0).abs() < 1e-12);
     assert_eq!(plan[3], (10_000, moved));

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::{Prefix, Reference};
-use ketama::{parse_servers, Compat, Layout, RingBuilder};
+use ketama::{parse_servers, Scheme, Layout, RingBuilder};
 
 fn data(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,7 +20,7 @@ fn data(name: &str) -> String {
 fn replays_nginx_traces_with_zero_mismatches() {
     let mut on_collisions = 0;
     for n in 1..=3 {
-        let nodes = parse_servers(&data(&format!("golden-{n}.servers")), "golden").unwrap();
+        let nodes = parse_servers(&data(&format!("golden-{n}.servers")), "golden".as_ref()).unwrap();
         let trace = data(&format!("golden-{n}.csv"));
         let pairs: Vec<(&str, &str)> = trace
             .lines()
@@ -33,7 +33,7 @@ fn replays_nginx_traces_with_zero_mismatches() {
         let collided = Reference::collided(&nodes, 160, Prefix::Nginx);
         for layout in Layout::ALL {
             let ring = RingBuilder::new()
-                .compat(Compat::Nginx)
+                .compat(Scheme::Nginx)
                 .layout(layout)
                 .build(nodes.clone())
                 .unwrap();
@@ -52,7 +52,7 @@ fn replays_nginx_traces_with_zero_mismatches() {
             );
             if layout == Layout::Wide {
                 for &(uri, _) in &pairs {
-                    let h = Compat::Nginx.hash_key(uri.as_bytes());
+                    let h = Scheme::Nginx.hash_key(uri.as_bytes());
                     let mut i = 0;
                     while let Some((ph, _)) = ring.point(i) {
                         if ph >= h {

@@ -6,11 +6,11 @@
 mod common;
 
 use common::*;
-use ketama::{Compat, Error, Layout, Node, RingBuilder};
+use ketama::{Scheme, Error, Layout, Node, RingBuilder};
 
 fn check_against_reference(nodes: &[Node], multiple: u32, layout: Layout, keys: usize, seed: u64) {
     let ring = RingBuilder::new()
-        .compat(Compat::Nginx)
+        .compat(Scheme::Nginx)
         .layout(layout)
         .point_multiple(multiple)
         .build(nodes.to_vec())
@@ -21,7 +21,7 @@ fn check_against_reference(nodes: &[Node], multiple: u32, layout: Layout, keys: 
     let mut r = rng(seed);
     for _ in 0..keys {
         let key = random_key(&mut r);
-        let h = ketama::Compat::Nginx.hash_key(&key);
+        let h = ketama::Scheme::Nginx.hash_key(&key);
         assert_eq!(
             ring.node_index_for_hash(h),
             reference.node_for_hash(h),
@@ -74,7 +74,7 @@ fn collided_points_go_to_first_in_configuration_order() {
         for (i, &h) in collided.iter().enumerate() {
             let key = forge_key(&i.to_string(), h);
             assert_eq!(
-                ring.node_index_for_hash(ketama::Compat::Nginx.hash_key(&key)),
+                ring.node_index_for_hash(ketama::Scheme::Nginx.hash_key(&key)),
                 reference.node_for_hash(h)
             );
         }

@@ -7,7 +7,7 @@ mod common;
 use std::net::SocketAddr;
 
 use common::*;
-use ketama::{Compat, Layout, Node, Ring, RingBuilder};
+use ketama::{Scheme, Layout, Node, Ring, RingBuilder};
 use pingora_ketama::{Bucket, Continuum, Version};
 
 struct Case {
@@ -30,7 +30,7 @@ fn pingora(c: &Case, version: Version) -> Continuum {
     Continuum::new_with_version(&buckets, version)
 }
 
-fn ketama(c: &Case, compat: Compat, layout: Layout, multiple: u32) -> Ring {
+fn ketama(c: &Case, compat: Scheme, layout: Layout, multiple: u32) -> Ring {
     let ring = RingBuilder::new()
         .compat(compat)
         .layout(layout)
@@ -94,7 +94,7 @@ fn v2_identical_on_random_configs() {
         );
         let mut total_collided = 0;
         for layout in Layout::ALL {
-            let ring = ketama(&c, Compat::PingoraV2, layout, multiple);
+            let ring = ketama(&c, Scheme::PingoraV2, layout, multiple);
             total_collided = compare(&c, &ring, &theirs, seed + 100, 20_000);
         }
         if multiple == 160 {
@@ -110,7 +110,7 @@ fn v1_identical_on_random_configs() {
         let c = case(seed, 2000);
         let theirs = pingora(&c, Version::V1);
         for layout in Layout::ALL {
-            let ring = ketama(&c, Compat::PingoraV1, layout, 160);
+            let ring = ketama(&c, Scheme::PingoraV1, layout, 160);
             let collided = compare(&c, &ring, &theirs, seed + 100, 20_000);
             assert!(collided > 50, "only {collided} collided points");
         }
@@ -120,7 +120,7 @@ fn v1_identical_on_random_configs() {
 #[test]
 fn v2_collision_winner_is_smallest_address() {
     let c = case(21, 2000);
-    let ring = ketama(&c, Compat::PingoraV2, Layout::Wide, 160);
+    let ring = ketama(&c, Scheme::PingoraV2, Layout::Wide, 160);
     let reference = Reference::new(&c.nodes, 160, Prefix::Pingora, |i| {
         // rank by socket address: smaller address, smaller rank
         let mut sorted: Vec<SocketAddr> = c.addrs.iter().map(|a| a.0).collect();
@@ -145,9 +145,9 @@ fn v2_collision_winner_is_smallest_address() {
 fn failover_is_pingora_node_iter_without_repeats() {
     let c = case(31, 300);
     for (compat, version) in [
-        (Compat::PingoraV1, Version::V1),
+        (Scheme::PingoraV1, Version::V1),
         (
-            Compat::PingoraV2,
+            Scheme::PingoraV2,
             Version::V2 {
                 point_multiple: 160,
             },

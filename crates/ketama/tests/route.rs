@@ -3,7 +3,7 @@
 
 mod common;
 
-use ketama::{Compat, Error, Layout, Migration, Node, Requirement, Rollout, RouteTable, Version};
+use ketama::{Scheme, Error, Layout, Migration, Node, Requirement, Rollout, RouteTable, Version};
 
 const LABELS: [&str; 3] = ["eu", "ssd", "pci"];
 
@@ -38,7 +38,7 @@ fn walk(
 ) -> (Version, Vec<usize>) {
     let mut r = table.route(key, need, scope).unwrap();
     let mut out = Vec::new();
-    while let Some(n) = table.next(&mut r) {
+    while let Some(n) = table.next(&mut r).unwrap() {
         out.push(n);
     }
     (r.version(), out)
@@ -49,8 +49,8 @@ fn the_decision_is_version_then_requirement_then_failover() {
     let mut rng = common::rng(11);
     for round in 0..6 {
         let nodes = nodes(&mut rng, 40);
-        let old = ring(nodes.clone(), Compat::Nginx, Layout::Compact, 40);
-        let new = ring(nodes, Compat::PingoraV2, Layout::Wide, 16);
+        let old = ring(nodes.clone(), Scheme::Nginx, Layout::Compact, 40);
+        let new = ring(nodes, Scheme::PingoraV2, Layout::Wide, 16);
         let rollout = Rollout::new(3000).unwrap().with_scope("ams", 9000).unwrap();
         let label_sets: Vec<Vec<&str>> = vec![
             vec![],
@@ -99,8 +99,8 @@ fn the_decision_is_version_then_requirement_then_failover() {
 fn batches_answer_as_single_decisions() {
     let mut rng = common::rng(12);
     let nodes = nodes(&mut rng, 300);
-    let old = ring(nodes.clone(), Compat::Nginx, Layout::Compact, 160);
-    let new = ring(nodes, Compat::Nginx, Layout::Packed, 40);
+    let old = ring(nodes.clone(), Scheme::Nginx, Layout::Compact, 160);
+    let new = ring(nodes, Scheme::Nginx, Layout::Packed, 40);
     let keys: Vec<Vec<u8>> = (0..5000).map(|_| common::random_key(&mut rng)).collect();
     for mut table in [
         RouteTable::new(old.clone()),
@@ -118,7 +118,7 @@ fn batches_answer_as_single_decisions() {
             assert_eq!(out.len(), keys.len());
             for (k, &(v, n)) in keys.iter().zip(&out) {
                 let mut r = table.route(k, need, Some("x")).unwrap();
-                assert_eq!((v, n), (r.version(), table.next(&mut r)));
+                assert_eq!((v, n), (r.version(), table.next(&mut r).unwrap()));
             }
         }
     }
@@ -127,8 +127,8 @@ fn batches_answer_as_single_decisions() {
 #[test]
 fn needs_and_routes_belong_to_their_table() {
     let eu = vec![Node::new("a:1", 1).with_labels(["eu"]), Node::new("b:1", 1)];
-    let mut a = RouteTable::new(ring(eu.clone(), Compat::Nginx, Layout::Wide, 160));
-    let mut b = RouteTable::new(ring(eu, Compat::Nginx, Layout::Wide, 160));
+    let mut a = RouteTable::new(ring(eu.clone(), Scheme::Nginx, Layout::Wide, 160));
+    let mut b = RouteTable::new(ring(eu, Scheme::Nginx, Layout::Wide, 160));
     let need_a = a.need(&["eu"]).unwrap();
     let _need_b = b.need(&["eu"]).unwrap();
     // The same labels on another table are another need: rejected there.
@@ -143,11 +143,13 @@ fn needs_and_routes_belong_to_their_table() {
             .unwrap_err(),
         Error::ForeignNeed
     );
-    // A route advanced on a table that did not make it yields nothing.
+    // A route advanced on a table that did not make it is refused, an
+    // answer distinct from "no node left".
     let mut r = a.route(b"/k", Some(need_a), None).unwrap();
-    assert_eq!(b.next(&mut r), None);
-    assert_eq!(a.next(&mut r), Some(0));
-    assert_eq!(a.next(&mut r), None, "only a:1 carries eu");
+    assert_eq!(b.next(&mut r), Err(Error::ForeignRoute));
+    assert_eq!(b.next_where(&mut r, |_| true), Err(Error::ForeignRoute));
+    assert_eq!(a.next(&mut r), Ok(Some(0)));
+    assert_eq!(a.next(&mut r), Ok(None), "only a:1 carries eu");
     // Unknown labels name the ring they are missing on.
     let e = a.need(&["us"]).unwrap_err();
     assert!(matches!(e, Error::UnknownLabel { .. }), "{e}");
@@ -156,12 +158,37 @@ fn needs_and_routes_belong_to_their_table() {
 #[test]
 fn next_where_skips_what_the_caller_rejects() {
     let nodes: Vec<Node> = (0..10).map(|i| Node::new(format!("n{i}"), 1)).collect();
-    let table = RouteTable::new(ring(nodes, Compat::Nginx, Layout::Compact, 160));
+    let table = RouteTable::new(ring(nodes, Scheme::Nginx, Layout::Compact, 160));
     let (_, all) = walk(&table, b"/obj", None, None);
     assert_eq!(all.len(), 10);
     let mut r = table.route(b"/obj", None, None).unwrap();
     // Reject the first three: the fourth in failover order comes back.
     let got = table.next_where(&mut r, |n| !all[..3].contains(&n));
-    assert_eq!(got, Some(all[3]));
-    assert_eq!(table.next(&mut r), Some(all[4]));
+    assert_eq!(got, Ok(Some(all[3])));
+    assert_eq!(table.next(&mut r), Ok(Some(all[4])));
+}
+
+#[test]
+fn a_cursor_belongs_to_its_ring() {
+    let nodes: Vec<Node> = (0..4).map(|i| Node::new(format!("n{i}:80"), 1)).collect();
+    let a = ring(nodes.clone(), Scheme::Nginx, Layout::Compact, 160);
+    let b = ring(nodes, Scheme::Nginx, Layout::Compact, 160);
+    let mut c = a.failover_cursor(12345);
+    // Same nodes, another ring: refused, not walked from a meaningless
+    // position (which could panic on a shorter ring).
+    assert_eq!(b.advance(&mut c), Err(Error::ForeignCursor));
+    let first = a.advance(&mut c).unwrap();
+    assert_eq!(first, a.node_index_for_hash(12345));
+    // A clone has the same points: its cursors are interchangeable.
+    let clone = (*a).clone();
+    assert!(clone.advance(&mut c).unwrap().is_some());
+    // A requirement's cursors are its ring's.
+    let eu: Vec<Node> = (0..4)
+        .map(|i| Node::new(format!("n{i}:80"), 1).with_labels(if i % 2 == 0 { vec!["eu"] } else { vec!["us"] }))
+        .collect();
+    let labelled = ring(eu, Scheme::Nginx, Layout::Compact, 160);
+    let req = ketama::Requirement::new(&labelled, &["eu"]).unwrap();
+    let mut rc = req.cursor(7);
+    assert_eq!(req.advance(&mut a.failover_cursor(7)), Err(Error::ForeignCursor));
+    assert!(req.advance(&mut rc).unwrap().is_some());
 }

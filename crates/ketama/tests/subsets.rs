@@ -6,7 +6,7 @@ mod common;
 
 use common::{colliding_pairs, forge_key, Prefix, Reference};
 
-use ketama::{Compat, Error, Layout, Node, Requirement, RequirementCache, RingBuilder};
+use ketama::{Scheme, Error, Layout, Node, Requirement, RequirementCache, RingBuilder};
 use proptest::prelude::*;
 
 const LABELS: [&str; 5] = ["eu", "us", "ssd", "pci", "video"];
@@ -28,7 +28,7 @@ use common::arc_ring as build;
 /// label index and without it.
 fn check(
     nodes: &[Node],
-    compat: Compat,
+    compat: Scheme,
     layout: Layout,
     multiple: u32,
     req: &[&str],
@@ -58,7 +58,7 @@ fn check(
 fn check_on(
     shared: &std::sync::Arc<ketama::Ring>,
     nodes: &[Node],
-    compat: Compat,
+    compat: Scheme,
     multiple: u32,
     req: &[&str],
 ) -> Result<(), TestCaseError> {
@@ -74,7 +74,7 @@ fn check_on(
             hashes.extend([h, h.wrapping_add(1)]);
         }
     }
-    let prefix = if compat == Compat::Nginx {
+    let prefix = if compat == Scheme::Nginx {
         Prefix::Nginx
     } else {
         Prefix::Pingora
@@ -120,7 +120,7 @@ fn check_on(
 }
 
 prop_compose! {
-    fn config(compat: Compat)(
+    fn config(compat: Scheme)(
         specs in prop::collection::vec((0u32..4, prop::bool::weighted(0.1), any::<u8>()), 1..20),
         pairs in prop::collection::vec((0usize..3, any::<u8>(), any::<u8>()), 0..3),
         multiple in 16u32..40,
@@ -129,7 +129,7 @@ prop_compose! {
             .iter()
             .enumerate()
             .map(|(i, &(w, down, bits))| {
-                let s = if compat == Compat::Nginx && i % 3 == 1 {
+                let s = if compat == Scheme::Nginx && i % 3 == 1 {
                     format!("cache-{i}.example:8080")
                 } else {
                     format!("10.2.{}.{}:443", i / 256, i % 256)
@@ -155,22 +155,22 @@ proptest! {
 
     #[test]
     fn nginx_required_lookup_is_the_dedicated_ring(
-        (nodes, multiple) in config(Compat::Nginx),
+        (nodes, multiple) in config(Scheme::Nginx),
         bits in any::<u8>(),
         layout in prop::sample::select(Layout::ALL.to_vec()),
     ) {
         let req: Vec<&str> = LABELS.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, l)| *l).collect();
-        check(&nodes, Compat::Nginx, layout, multiple, &req)?;
+        check(&nodes, Scheme::Nginx, layout, multiple, &req)?;
     }
 
     #[test]
     fn pingora_v2_required_lookup_is_the_dedicated_ring(
-        (nodes, multiple) in config(Compat::PingoraV2),
+        (nodes, multiple) in config(Scheme::PingoraV2),
         bits in any::<u8>(),
         layout in prop::sample::select(Layout::ALL.to_vec()),
     ) {
         let req: Vec<&str> = LABELS.iter().enumerate().filter(|(i, _)| bits & (1 << i) != 0).map(|(_, l)| *l).collect();
-        check(&nodes, Compat::PingoraV2, layout, multiple, &req)?;
+        check(&nodes, Scheme::PingoraV2, layout, multiple, &req)?;
     }
 }
 
@@ -184,7 +184,7 @@ fn collided_points_with_different_labels() {
             with_labels(b.clone(), 1, false, 0b10),
             with_labels("10.3.0.1:443".into(), 2, false, 0b11),
         ];
-        for compat in [Compat::Nginx, Compat::PingoraV2] {
+        for compat in [Scheme::Nginx, Scheme::PingoraV2] {
             for layout in Layout::ALL {
                 for req in [vec!["eu"], vec!["us"], vec!["eu", "us"], vec![]] {
                     check(&nodes, compat, layout, 16, &req).unwrap();
@@ -198,7 +198,7 @@ fn collided_points_with_different_labels() {
 fn errors_and_limits() {
     let ring = build(
         vec![with_labels("10.0.0.1:1".into(), 1, false, 1)],
-        Compat::Nginx,
+        Scheme::Nginx,
         Layout::Wide,
         160,
     );
@@ -212,14 +212,14 @@ fn errors_and_limits() {
     );
     let v1 = build(
         vec![with_labels("10.0.0.1:1".into(), 1, false, 1)],
-        Compat::PingoraV1,
+        Scheme::PingoraV1,
         Layout::Wide,
         160,
     );
     assert!(matches!(
         Requirement::new(&v1, &["eu"]).unwrap_err(),
         Error::RequirementUnsupported {
-            compat: Compat::PingoraV1,
+            compat: Scheme::PingoraV1,
             ..
         }
     ));
@@ -227,8 +227,8 @@ fn errors_and_limits() {
     // The memcached schemes: a subset's own continuum gives every server
     // other point counts, so no walk of the shared ring can equal it.
     for compat in [
-        Compat::Libmemcached,
-        Compat::Twemproxy(ketama::KeyHash::Md5),
+        Scheme::Libmemcached,
+        Scheme::Twemproxy(ketama::KeyHash::Md5),
     ] {
         let ring = build(
             vec![
@@ -258,7 +258,7 @@ fn errors_and_limits() {
             with_labels("10.0.0.1:1".into(), 1, false, 1),
             with_labels("10.0.0.2:1".into(), 1, false, 2),
         ],
-        Compat::Nginx,
+        Scheme::Nginx,
         Layout::Compact,
         160,
     );
@@ -279,7 +279,7 @@ fn sparse_requirements_get_a_dedicated_ring_under_a_cap() {
             )
         })
         .collect();
-    let ring = build(nodes, Compat::Nginx, Layout::Compact, 160);
+    let ring = build(nodes, Scheme::Nginx, Layout::Compact, 160);
     let sparse = Requirement::new(&ring, &["us"]).unwrap();
     assert!(sparse.is_dedicated());
     assert!((sparse.weight_share() - 4.0 / 400.0).abs() < 1e-12);

@@ -17,7 +17,7 @@ mod subsets;
 use std::time::Duration;
 
 use clap::Args;
-use ketama::{Compat, Layout, DEFAULT_POINT_MULTIPLE};
+use ketama::{Scheme, Layout, DEFAULT_POINT_MULTIPLE};
 
 /// Options of `ketama bench`.
 #[derive(Args, Debug)]
@@ -41,7 +41,7 @@ pub struct BenchArgs {
     /// ketama's scheme (pingora rows always use their own): nginx,
     /// pingora-v1, pingora-v2, libmemcached or twemproxy.
     #[arg(long, default_value = "nginx")]
-    pub(crate) compat: Compat,
+    pub(crate) compat: Scheme,
     /// twemproxy's key hash (as in `ketama route --key-hash`).
     #[arg(long)]
     pub(crate) key_hash: Option<ketama::KeyHash>,

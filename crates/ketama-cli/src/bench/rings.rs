@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cpu_time::ProcessTime;
-use ketama::{Compat, Layout, Node, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE};
+use ketama::{Scheme, Layout, Node, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE};
 
 use super::{alloc, make_keys, median, per, BenchArgs};
 
@@ -95,7 +95,7 @@ struct Setup {
     names: Vec<String>,
     weight: u32,
     multiple: u32,
-    compat: Compat,
+    compat: Scheme,
 }
 
 impl Setup {

@@ -18,7 +18,7 @@ const CACHE_SHARE: f64 = 0.15;
 /// The labels of node `i`: label `j` with probability 1/2, from a fixed
 /// SplitMix64 stream, so every run gets the same assignment.
 fn label_bits(i: u32, f: u32) -> u32 {
-    ketama::migration::mix64(0x5EED_0000 + i as u64) as u32 & ((1 << f) - 1)
+    ketama::mix::mix64(0x5EED_0000 + i as u64) as u32 & ((1 << f) - 1)
 }
 
 fn label(j: u32) -> String {

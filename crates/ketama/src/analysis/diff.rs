@@ -3,7 +3,20 @@
 use std::collections::HashMap;
 
 use super::shares::{serving_owners, KEYSPACE};
+use crate::error::{Error, Result};
 use crate::Ring;
+
+/// One server's part in a change between two rings (shares of the
+/// keyspace for [`diff`], of the samples for [`diff_sampled`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerDiff {
+    /// The server string, as on either ring.
+    pub server: String,
+    /// The share it gains (keys it serves on `to` and did not on `from`).
+    pub gained: f64,
+    /// The share it loses.
+    pub lost: f64,
+}
 
 /// What changes between two rings, servers matched by their exact strings.
 #[derive(Clone, Debug, PartialEq)]
@@ -13,9 +26,8 @@ pub struct Diff {
     /// `moved_keys / 2^32`: the share of cached objects that miss after the
     /// change.
     pub moved: f64,
-    /// Per server (the union of both rings' servers, `from`'s order first):
-    /// (server, share gained, share lost).
-    pub servers: Vec<(String, f64, f64)>,
+    /// Per server (the union of both rings' servers, `from`'s order first).
+    pub servers: Vec<ServerDiff>,
 }
 
 /// Both rings' servers, matched by their strings: `from`'s nodes, then
@@ -39,7 +51,18 @@ fn server_union<'a>(from: &'a Ring, to: &'a Ring) -> (Vec<&'a str>, Vec<usize>) 
 /// The exact keyspace that changes server between `from` and `to`. Walks
 /// the merged point lists: between consecutive point hashes of either ring
 /// both rings' answers are constant. `O(P_from + P_to)`.
-pub fn diff(from: &Ring, to: &Ring) -> Diff {
+///
+/// # Errors
+/// [`Error::DiffNeedsSampling`] when the rings hash keys differently (or
+/// with a hash that does not spread over all 2^32 values): there the two
+/// hash spaces are unrelated and only [`diff_sampled`] means anything.
+pub fn diff(from: &Ring, to: &Ring) -> Result<Diff> {
+    if !exact_diff_applies(from, to) {
+        return Err(Error::DiffNeedsSampling {
+            from: from.compat().key_hash().name(),
+            to: to.compat().key_hash().name(),
+        });
+    }
     let (names, to_ids) = server_union(from, to);
     // Each ring as (hash, serving server id) in ring order; `None` = no server.
     let side = |ring: &Ring, ids: &dyn Fn(usize) -> usize| -> Vec<(u32, Option<usize>)> {
@@ -95,15 +118,23 @@ pub fn diff(from: &Ring, to: &Ring) -> Diff {
         }
     }
     let f = |k: u64| k as f64 / KEYSPACE as f64;
-    Diff {
+    Ok(Diff {
         moved_keys: moved,
         moved: f(moved),
-        servers: names
-            .iter()
-            .enumerate()
-            .map(|(k, s)| (s.to_string(), f(gained[k]), f(lost[k])))
-            .collect(),
-    }
+        servers: per_server(&names, &gained, &lost, f),
+    })
+}
+
+fn per_server(names: &[&str], gained: &[u64], lost: &[u64], f: impl Fn(u64) -> f64) -> Vec<ServerDiff> {
+    names
+        .iter()
+        .enumerate()
+        .map(|(k, s)| ServerDiff {
+            server: s.to_string(),
+            gained: f(gained[k]),
+            lost: f(lost[k]),
+        })
+        .collect()
 }
 
 /// Whether [`diff`] counts the moved keys exactly for these rings: both
@@ -113,6 +144,7 @@ pub fn diff(from: &Ring, to: &Ring) -> Diff {
 /// the two hash spaces are unrelated, or not uniform, and only
 /// [`diff_sampled`] applies.
 pub fn exact_diff_applies(from: &Ring, to: &Ring) -> bool {
+    // O(1): two key hashes compared.
     let (a, b) = (from.compat().key_hash(), to.compat().key_hash());
     a == b && a.is_uniform()
 }
@@ -129,9 +161,9 @@ pub struct SampledDiff {
     pub moved: f64,
     /// The 95% confidence interval of `moved` (Wilson score interval).
     pub ci95: (f64, f64),
-    /// Per server (the union of both rings' servers, `from`'s order first):
-    /// (server, share of samples gained, share lost).
-    pub servers: Vec<(String, f64, f64)>,
+    /// Per server (the union of both rings' servers, `from`'s order
+    /// first), as shares of the samples.
+    pub servers: Vec<ServerDiff>,
 }
 
 /// Routes every key on both rings (each with its own key hash) and counts
@@ -168,17 +200,13 @@ pub fn diff_sampled<K: AsRef<[u8]>>(
         moved_samples: moved,
         moved: f(moved),
         ci95: wilson95(moved, n),
-        servers: names
-            .iter()
-            .enumerate()
-            .map(|(k, s)| (s.to_string(), f(gained[k]), f(lost[k])))
-            .collect(),
+        servers: per_server(&names, &gained, &lost, f),
     }
 }
 
 /// The Wilson score interval at 95% for `x` successes in `n` trials
 /// (`(0, 1)` when `n` is 0).
-pub fn wilson95(x: u64, n: u64) -> (f64, f64) {
+pub(crate) fn wilson95(x: u64, n: u64) -> (f64, f64) {
     if n == 0 {
         return (0.0, 1.0);
     }

@@ -4,7 +4,8 @@
 //! - shares and the balance model: [`keyspace`], [`analyze`], [`predicted_cv`];
 //! - [`diff`]: the exact keyspace that changes server between two rings
 //!   (one key hash), [`diff_sampled`]: the same estimated from sampled keys
-//!   (rings with different key hashes);
+//!   (rings with different key hashes); [`migration_plan`]: the share moved
+//!   at each rollout step;
 //! - [`sweep_step`]: the CV measured over random server sets, for sweeps;
 //! - [`recommend`]: the smallest point multiple that meets a balance target;
 //! - [`layout_memory`]: what a ring costs in each layout;
@@ -49,11 +50,22 @@ mod shares;
 pub mod simulate;
 mod sweep;
 
-pub use crate::synthetic::seeded as synthetic_servers;
-pub use diff::{diff, diff_sampled, exact_diff_applies, wilson95, Diff, SampledDiff};
+pub use diff::{diff, diff_sampled, exact_diff_applies, Diff, SampledDiff, ServerDiff};
 pub use recommend::{layout_memory, recommend, Recommendation, Target};
 pub use shares::{
-    analyze, keyspace, mean_sd, predicted_cv, predicted_cv_equal, predicted_cv_of, Analysis,
-    NodeStats, KEYSPACE,
+    analyze, keyspace, predicted_cv, predicted_cv_equal, predicted_cv_of, Analysis, NodeStats,
+    KEYSPACE,
 };
+
+/// The migration's plan: for each rollout step (basis points), the share
+/// of the keyspace whose server changes against the old ring: `bp /
+/// 10,000` times the exact moved fraction between the rings (rollout
+/// buckets are independent of ring position). `O(P_old + P_new)`.
+///
+/// # Errors
+/// As [`diff`]: rings with different key hashes need a sampled estimate
+/// ([`diff_sampled`]) and [`crate::migration::plan_for`].
+pub fn migration_plan(old: &crate::Ring, new: &crate::Ring, steps: &[u16]) -> crate::Result<Vec<(u16, f64)>> {
+    Ok(crate::migration::plan_for(diff(old, new)?.moved, steps))
+}
 pub use sweep::{log_steps, sweep_step, SweepRow};

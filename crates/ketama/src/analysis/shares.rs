@@ -200,7 +200,7 @@ pub fn analyze(ring: &Ring) -> Analysis {
 }
 
 /// Mean and population standard deviation; `(NaN, NaN)` when empty.
-pub fn mean_sd(v: &[f64]) -> (f64, f64) {
+pub(crate) fn mean_sd(v: &[f64]) -> (f64, f64) {
     if v.is_empty() {
         return (f64::NAN, f64::NAN);
     }

@@ -172,7 +172,7 @@ pub fn simulate(
         .iter()
         .map(|k| {
             let mut r = table.route(k, None, None).ok()?;
-            table.next(&mut r)
+            table.next(&mut r).ok().flatten()
         })
         .collect();
     let serving = ring

@@ -13,7 +13,7 @@ use crate::node::{nginx_host_port, pingora_prefix, Node};
 use crate::settings::RingSettings;
 use crate::sort::{self, Collisions};
 use crate::subset::{LabelIndex, Labels, LABEL_INDEX_MAX_LABELS};
-use crate::{Compat, Layout};
+use crate::{Scheme, Layout};
 
 /// The most points a ring may have (2^28 = 268,435,456), checked before
 /// anything is allocated. A build needs 16 bytes per point at its peak
@@ -24,9 +24,9 @@ pub const MAX_POINTS: u64 = 1 << 28;
 /// Builds a [`Ring`] with chosen [`RingSettings`].
 ///
 /// ```
-/// use ketama::{Compat, Layout, Node, RingBuilder};
+/// use ketama::{Scheme, Layout, Node, RingBuilder};
 /// let ring = RingBuilder::new()
-///     .compat(Compat::PingoraV2)
+///     .compat(Scheme::PingoraV2)
 ///     .layout(Layout::Packed)
 ///     .point_multiple(16)
 ///     .build(vec![Node::new("10.0.0.1:443", 1), Node::new("10.0.0.2:443", 2)])?;
@@ -56,7 +56,7 @@ impl RingBuilder {
     }
 
     /// Sets the hashing scheme.
-    pub fn compat(mut self, compat: Compat) -> Self {
+    pub fn compat(mut self, compat: Scheme) -> Self {
         self.settings.compat = compat;
         self
     }
@@ -135,6 +135,7 @@ impl RingBuilder {
             down = bits.into_boxed_slice();
         }
         Ring {
+            id: super::next_ring_id(),
             nodes: nodes.into_boxed_slice(),
             points,
             settings,
@@ -163,7 +164,7 @@ impl RingBuilder {
         let order = tie_order(s.compat, nodes.len(), &addrs);
         let jobs: Vec<ChainJob> = self.jobs(&nodes, &addrs, &order, |_| true);
         let rank_to_node: Vec<u32> = order.iter().map(|&i| i as u32).collect();
-        let (points, collisions) = if s.compat == Compat::PingoraV1 {
+        let (points, collisions) = if s.compat == Scheme::PingoraV1 {
             (v1_points(&jobs, total as usize), Collisions::default())
         } else {
             sort::generate_sorted(&jobs[..], total as usize, &rank_to_node)
@@ -215,7 +216,7 @@ impl RingBuilder {
     /// layout and packing the new ones.
     pub fn rebuild(&self, old: &Ring, nodes: Vec<Node>) -> Result<Ring> {
         let s = self.settings;
-        if old.settings() != s || s.compat == Compat::PingoraV1 || s.compat.is_memcached() {
+        if old.settings() != s || s.compat == Scheme::PingoraV1 || s.compat.is_memcached() {
             return self.build(nodes);
         }
         let addrs = self.validate(&nodes)?;
@@ -374,7 +375,7 @@ impl RingBuilder {
             .filter(|&(_, &i)| include(i))
             .map(|(rank, &i)| {
                 let count = nodes[i].weight() as u64 * s.point_multiple as u64;
-                if s.compat == Compat::Nginx {
+                if s.compat == Scheme::Nginx {
                     let (host, port) = nginx_host_port(nodes[i].server());
                     ChainJob::new(&[host, b"\0", port], count, rank as u32)
                 } else {
@@ -440,7 +441,7 @@ impl RingBuilder {
                 layout: s.layout,
             });
         }
-        if !matches!(s.compat, Compat::Twemproxy(_)) {
+        if !matches!(s.compat, Scheme::Twemproxy(_)) {
             if let Some(n) = nodes.iter().find(|n| n.name().is_some()) {
                 return Err(Error::UnusableServer {
                     server: n.server().to_string(),
@@ -507,9 +508,9 @@ impl RingBuilder {
 /// among equal hashes the smallest rank wins. Configuration order for nginx
 /// (and for v1, whose sort then decides ties), address order for pingora
 /// v2.
-fn tie_order(compat: Compat, nodes: usize, addrs: &[SocketAddr]) -> Vec<usize> {
+fn tie_order(compat: Scheme, nodes: usize, addrs: &[SocketAddr]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..nodes).collect();
-    if compat == Compat::PingoraV2 {
+    if compat == Scheme::PingoraV2 {
         order.sort_by_key(|&i| addrs[i]);
     }
     order
@@ -590,7 +591,7 @@ mod tests {
         let mut rng = rand::rngs::StdRng::seed_from_u64(12);
         let mut collided = 0;
         for case in 0..24 {
-            let compat = [Compat::Nginx, Compat::PingoraV2][case % 2];
+            let compat = [Scheme::Nginx, Scheme::PingoraV2][case % 2];
             let layout = [Layout::Wide, Layout::Packed, Layout::Compact][case / 2 % 3];
             let b = RingBuilder::new()
                 .compat(compat)

@@ -40,7 +40,7 @@ impl Ring {
             return Some(n);
         }
         let mut c = self.cursor_at(pos, self.live());
-        self.advance(&mut c)
+        self.step(&mut c)
     }
 
     /// Looks up many precomputed hashes at once: `out` is cleared and gets
@@ -62,7 +62,7 @@ impl Ring {
                 let n = self.points.node(p);
                 if self.is_down(n) {
                     let mut c = self.cursor_at(p, self.live());
-                    self.advance(&mut c)
+                    self.step(&mut c)
                 } else {
                     Some(n)
                 }
@@ -115,6 +115,7 @@ impl Ring {
     /// A walk from point `pos` that stops after `limit` distinct nodes.
     pub(crate) fn cursor_at(&self, pos: usize, limit: usize) -> FailoverCursor {
         FailoverCursor {
+            ring: self.id,
             pos,
             steps_left: self.points.len(),
             yielded: 0,
@@ -124,10 +125,22 @@ impl Ring {
     }
 
     /// The next distinct serving node of a cursor's walk (its index), as
-    /// [`Failover::next_index`] would give. Use it only with cursors this
-    /// ring made (another ring's cursor walks this ring from an unrelated
-    /// point).
-    pub fn advance(&self, c: &mut FailoverCursor) -> Option<usize> {
+    /// [`Failover::next_index`] would give; `Ok(None)` when the walk is
+    /// over. Cost: the points walked to reach the node.
+    ///
+    /// # Errors
+    /// [`Error::ForeignCursor`](crate::Error::ForeignCursor) for a cursor
+    /// another ring made (its position means nothing here).
+    pub fn advance(&self, c: &mut FailoverCursor) -> crate::Result<Option<usize>> {
+        if c.ring != self.id {
+            return Err(crate::Error::ForeignCursor);
+        }
+        Ok(self.step(c))
+    }
+
+    /// [`advance`](Self::advance) of a cursor known to be this ring's.
+    #[inline]
+    pub(crate) fn step(&self, c: &mut FailoverCursor) -> Option<usize> {
         self.advance_with(c, |_, _| Some(0), |_, owner| Some(owner))
     }
 
@@ -141,7 +154,10 @@ impl Ring {
         c: &mut FailoverCursor,
         eligible: &NodeSet,
         mask: u64,
-    ) -> Option<usize> {
+    ) -> crate::Result<Option<usize>> {
+        if c.ring != self.id {
+            return Err(crate::Error::ForeignCursor);
+        }
         let winner = |pos: usize, owner: usize| {
             if eligible.contains(owner) {
                 Some(owner)
@@ -154,14 +170,14 @@ impl Ring {
             }
         };
         if self.label_index.is_empty() {
-            return self.advance_with(c, |_, _| Some(0), winner);
+            return Ok(self.advance_with(c, |_, _| Some(0), winner));
         }
         let len = self.points.len();
-        self.advance_with(
+        Ok(self.advance_with(
             c,
             |pos, max| self.label_index.next(pos, len, mask, max),
             winner,
-        )
+        ))
     }
 
     /// The walk: `skip(pos, max)` says how many points from `pos` on can be
@@ -223,7 +239,7 @@ impl<'a> Iterator for Failover<'a> {
 impl Failover<'_> {
     /// The next node's index into [`Ring::nodes`] instead of the node.
     pub fn next_index(&mut self) -> Option<usize> {
-        self.ring.advance(&mut self.cursor)
+        self.ring.step(&mut self.cursor)
     }
 }
 
@@ -231,12 +247,26 @@ impl Failover<'_> {
 /// callers that cannot hold a [`Failover`] (which borrows the ring), such
 /// as an iterator that owns an `Arc<Ring>`, or a request that keeps its
 /// walk across retries. Advance it with [`Ring::advance`] on the ring that
-/// made it.
+/// made it; any other ring refuses it with
+/// [`Error::ForeignCursor`](crate::Error::ForeignCursor):
+///
+/// ```
+/// use ketama::{Error, Node, Ring};
+///
+/// let a = Ring::new(vec![Node::new("10.0.0.1:80", 1)])?;
+/// let b = Ring::new(vec![Node::new("10.0.0.2:80", 1)])?;
+/// let mut c = a.failover_cursor(42);
+/// assert!(matches!(b.advance(&mut c), Err(Error::ForeignCursor)));
+/// assert_eq!(a.advance(&mut c)?, Some(0));
+/// # Ok::<(), ketama::Error>(())
+/// ```
 ///
 /// Cost: 112 bytes inline; it allocates only once a walk has yielded more
 /// than 16 distinct nodes (then one bit per node).
 #[derive(Clone, Debug)]
 pub struct FailoverCursor {
+    /// The id of the ring that made it.
+    ring: u64,
     pos: usize,
     steps_left: usize,
     yielded: usize,

@@ -16,7 +16,7 @@ use crate::node::Node;
 use crate::settings::RingSettings;
 use crate::sort::Collisions;
 use crate::subset::{LabelIndex, Labels};
-use crate::{Compat, Layout};
+use crate::{Scheme, Layout};
 
 /// A built consistent-hash ring: nodes in configuration order and their
 /// sorted points in a [`Layout`].
@@ -29,6 +29,9 @@ use crate::{Compat, Layout};
 /// sizes, see [`crate::subset`]).
 #[derive(Clone, Debug)]
 pub struct Ring {
+    /// Binds cursors to the ring that made them (a clone keeps it: its
+    /// points are the same).
+    pub(crate) id: u64,
     nodes: Box<[Node]>,
     pub(crate) points: Points,
     settings: RingSettings,
@@ -47,6 +50,14 @@ pub struct Ring {
     /// the ring has no labels, more than [`LABEL_INDEX_MAX_LABELS`], a
     /// scheme without requirements, or the builder turned it off.
     pub(crate) label_index: LabelIndex,
+}
+
+/// Ids that bind failover cursors to the ring that made them.
+static NEXT_RING: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A new ring's id.
+pub(crate) fn next_ring_id() -> u64 {
+    NEXT_RING.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl Ring {
@@ -77,7 +88,7 @@ impl Ring {
     }
 
     /// The scheme the ring was built with.
-    pub fn compat(&self) -> Compat {
+    pub fn compat(&self) -> Scheme {
         self.settings.compat
     }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::sync::OnceLock;
 
-use ketama::{nginx_host_port, testing, Node};
+use ketama::{testing, Node};
 use rand::{Rng, SeedableRng};
 
 pub fn rng(seed: u64) -> rand::rngs::StdRng {
@@ -62,6 +62,23 @@ pub fn forge_key(tag: &str, hash: u32) -> Vec<u8> {
 pub enum Prefix {
     Nginx,
     Pingora,
+}
+
+/// nginx's split of a server string into host and port (its
+/// `ngx_parse_url`, written again here from nginx's rule rather than taken
+/// from the library under test): `unix:` paths have no port; otherwise
+/// the port is the digits after the last `:`, when there are only digits.
+fn nginx_host_port(server: &str) -> (&[u8], &[u8]) {
+    let b = server.as_bytes();
+    if b.len() >= 5 && b[..5].eq_ignore_ascii_case(b"unix:") {
+        return (&b[5..], b"");
+    }
+    match server.rfind(':') {
+        Some(i) if server[i + 1..].bytes().all(|c| c.is_ascii_digit()) => {
+            (&b[..i], &b[i + 1..])
+        }
+        _ => (b, b""),
+    }
 }
 
 pub fn prefix_of(server: &str, p: &Prefix) -> Vec<u8> {
@@ -198,7 +215,7 @@ pub fn colliding_pairs() -> &'static [(String, String)] {
 /// A ring of these settings, shared.
 pub fn arc_ring(
     nodes: Vec<ketama::Node>,
-    compat: ketama::Compat,
+    compat: ketama::Scheme,
     layout: ketama::Layout,
     multiple: u32,
 ) -> std::sync::Arc<ketama::Ring> {

@@ -36,7 +36,7 @@ use crate::KeyHash;
 /// add/remove laws at all: every server's point count depends on N and the
 /// total weight, so adding a server also moves some keys between others.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-pub enum Compat {
+pub enum Scheme {
     /// nginx's `hash $key consistent` (`ngx_http_upstream_hash_module`).
     #[default]
     Nginx,
@@ -50,35 +50,35 @@ pub enum Compat {
     Twemproxy(KeyHash),
 }
 
-impl Compat {
+impl Scheme {
     /// Every scheme, in the order tools list them (twemproxy with its
     /// default key hash, `fnv1a_64`).
-    pub const ALL: [Compat; 5] = [
-        Compat::Nginx,
-        Compat::PingoraV1,
-        Compat::PingoraV2,
-        Compat::Libmemcached,
-        Compat::Twemproxy(KeyHash::Fnv1a64),
+    pub const ALL: [Scheme; 5] = [
+        Scheme::Nginx,
+        Scheme::PingoraV1,
+        Scheme::PingoraV2,
+        Scheme::Libmemcached,
+        Scheme::Twemproxy(KeyHash::Fnv1a_64),
     ];
 
     /// The most nodes a ring of this scheme may have (pingora keeps a u16
     /// node index and would misroute past it).
     pub fn max_nodes(self) -> usize {
         match self {
-            Compat::PingoraV1 | Compat::PingoraV2 => 1 << 16,
+            Scheme::PingoraV1 | Scheme::PingoraV2 => 1 << 16,
             _ => usize::MAX,
         }
     }
 
     /// Whether servers must be socket addresses.
     pub fn needs_socket_addrs(self) -> bool {
-        matches!(self, Compat::PingoraV1 | Compat::PingoraV2)
+        matches!(self, Scheme::PingoraV1 | Scheme::PingoraV2)
     }
 
     /// Whether this is a memcached scheme (MD5 continuum, points per server
     /// from the weight shares).
     pub fn is_memcached(self) -> bool {
-        matches!(self, Compat::Libmemcached | Compat::Twemproxy(_))
+        matches!(self, Scheme::Libmemcached | Scheme::Twemproxy(_))
     }
 
     /// The point multiple the scheme requires, if it fixes one (the
@@ -92,9 +92,9 @@ impl Compat {
     /// where they can (nginx, pingora-v2).
     pub fn requirement_obstacle(self) -> Option<&'static str> {
         match self {
-            Compat::Nginx | Compat::PingoraV2 => None,
-            Compat::PingoraV1 => Some("pingora-v1's ties depend on std's unstable sort, so no subset ring can match it"),
-            Compat::Libmemcached | Compat::Twemproxy(_) => Some("a dedicated ring of a subset gives every server a different point count, so no walk of the shared ring can match it"),
+            Scheme::Nginx | Scheme::PingoraV2 => None,
+            Scheme::PingoraV1 => Some("pingora-v1's ties depend on std's unstable sort, so no subset ring can match it"),
+            Scheme::Libmemcached | Scheme::Twemproxy(_) => Some("a dedicated ring of a subset gives every server a different point count, so no walk of the shared ring can match it"),
         }
     }
 
@@ -104,9 +104,9 @@ impl Compat {
     /// keys that move between them can be counted exactly.
     pub fn key_hash(self) -> KeyHash {
         match self {
-            Compat::Nginx | Compat::PingoraV1 | Compat::PingoraV2 => KeyHash::Crc32a,
-            Compat::Libmemcached => KeyHash::Md5,
-            Compat::Twemproxy(h) => h,
+            Scheme::Nginx | Scheme::PingoraV1 | Scheme::PingoraV2 => KeyHash::Crc32a,
+            Scheme::Libmemcached => KeyHash::Md5,
+            Scheme::Twemproxy(h) => h,
         }
     }
 
@@ -117,9 +117,9 @@ impl Compat {
     #[inline]
     pub fn hash_key(self, key: &[u8]) -> u32 {
         match self {
-            Compat::Nginx | Compat::PingoraV1 | Compat::PingoraV2 => crate::crc::hash(key),
-            Compat::Libmemcached => KeyHash::Md5.hash(key),
-            Compat::Twemproxy(h) => h.hash(key),
+            Scheme::Nginx | Scheme::PingoraV1 | Scheme::PingoraV2 => crate::crc::hash(key),
+            Scheme::Libmemcached => KeyHash::Md5.hash(key),
+            Scheme::Twemproxy(h) => h.hash(key),
         }
     }
 
@@ -128,21 +128,21 @@ impl Compat {
     /// twemproxy's key hash).
     pub fn name(self) -> &'static str {
         match self {
-            Compat::Nginx => "nginx",
-            Compat::PingoraV1 => "pingora-v1",
-            Compat::PingoraV2 => "pingora-v2",
-            Compat::Libmemcached => "libmemcached",
-            Compat::Twemproxy(_) => "twemproxy",
+            Scheme::Nginx => "nginx",
+            Scheme::PingoraV1 => "pingora-v1",
+            Scheme::PingoraV2 => "pingora-v2",
+            Scheme::Libmemcached => "libmemcached",
+            Scheme::Twemproxy(_) => "twemproxy",
         }
     }
 }
 
 /// Prints the name, and for twemproxy its key hash after a colon
 /// (`twemproxy:md5`), the form [`FromStr`] reads back.
-impl fmt::Display for Compat {
+impl fmt::Display for Scheme {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Compat::Twemproxy(h) => write!(f, "twemproxy:{h}"),
+            Scheme::Twemproxy(h) => write!(f, "twemproxy:{h}"),
             c => f.write_str(c.name()),
         }
     }
@@ -151,24 +151,24 @@ impl fmt::Display for Compat {
 /// The error for an unknown scheme name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown compat {0:?}: expected one of nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (or twemproxy:HASH, HASH one of twemproxy's key hashes, e.g. twemproxy:md5)")]
-pub struct UnknownCompat(pub String);
+pub struct UnknownScheme(pub String);
 
 /// Reads `nginx`, `pingora-v1`, `pingora-v2`, `libmemcached`, `twemproxy`
 /// (key hash `fnv1a_64`, twemproxy's default) or `twemproxy:HASH`.
-impl FromStr for Compat {
-    type Err = UnknownCompat;
+impl FromStr for Scheme {
+    type Err = UnknownScheme;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         if let Some((family, hash)) = s.split_once(':') {
             if family.eq_ignore_ascii_case("twemproxy") {
                 return hash
                     .parse()
-                    .map(Compat::Twemproxy)
-                    .map_err(|_| UnknownCompat(s.to_string()));
+                    .map(Scheme::Twemproxy)
+                    .map_err(|_| UnknownScheme(s.to_string()));
             }
         }
-        Compat::ALL
+        Scheme::ALL
             .into_iter()
             .find(|c| c.name().eq_ignore_ascii_case(s))
-            .ok_or_else(|| UnknownCompat(s.to_string()))
+            .ok_or_else(|| UnknownScheme(s.to_string()))
     }
 }
