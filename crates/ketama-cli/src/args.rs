@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context};
 use clap::Args;
 use ketama::{
-    Scheme, KeyHash, Layout, Node, Ring, RingBuilder, RingSettings, DEFAULT_POINT_MULTIPLE,
+    KeyHash, Layout, Node, Ring, RingBuilder, RingSettings, Scheme, DEFAULT_POINT_MULTIPLE,
 };
 
 /// How to build a ring: scheme, layout and point multiple.

@@ -127,9 +127,19 @@ fn servers_json(servers: &[ServerDiff]) -> Vec<serde_json::Value> {
 }
 
 fn print_servers(servers: &[ServerDiff]) {
-    let width = servers.iter().map(|s| s.server.len()).max().unwrap_or(6).max(6);
+    let width = servers
+        .iter()
+        .map(|s| s.server.len())
+        .max()
+        .unwrap_or(6)
+        .max(6);
     println!("{:width$}  {:>10}  {:>10}", "server", "gained", "lost");
-    for ServerDiff { server, gained, lost } in servers {
+    for ServerDiff {
+        server,
+        gained,
+        lost,
+    } in servers
+    {
         println!("{server:width$}  {gained:>10.6}  {lost:>10.6}");
     }
     println!();

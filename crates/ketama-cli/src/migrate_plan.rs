@@ -32,12 +32,14 @@ pub fn run(args: MigratePlanArgs) -> anyhow::Result<()> {
     let (from, to) = args.rings.load()?;
     // Across key hashes the moved share is estimated from sampled keys, as
     // `ketama diff` does (and says so).
-    let sampled = (!analysis::exact_diff_applies(&from, &to)).then(|| {
-        analysis::diff_sampled(&from, &to, (0..crate::diff::SAMPLES).map(crate::bench::key))
-    });
-    let plan = match &sampled {
-        None => analysis::migration_plan(&from, &to, &steps)?,
-        Some(d) => ketama::migration::plan_for(d.moved, &steps),
+    let (plan, sampled) = match analysis::migration_plan(&from, &to, &steps) {
+        Ok(plan) => (plan, None),
+        Err(ketama::Error::DiffNeedsSampling { .. }) => {
+            let keys = (0..crate::diff::SAMPLES).map(crate::bench::key);
+            let d = analysis::diff_sampled(&from, &to, keys);
+            (ketama::migration::plan_for(d.moved, &steps), Some(d))
+        }
+        Err(e) => return Err(e.into()),
     };
     if args.json {
         let rows: Vec<_> = plan

@@ -4,7 +4,7 @@
 use anyhow::{bail, Context};
 use clap::Args;
 use ketama::analysis::{self, Target};
-use ketama::{Scheme, RingSettings, DEFAULT_POINT_MULTIPLE};
+use ketama::{RingSettings, Scheme, DEFAULT_POINT_MULTIPLE};
 use serde_json::json;
 
 use crate::args::{read_nodes, ServersPath};

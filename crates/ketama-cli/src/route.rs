@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::{bail, Context};
 use clap::Args;
 use ketama::{
-    Scheme, Layout, Migration, Need, Rollout, RouteTable, Version, DEFAULT_POINT_MULTIPLE,
+    Layout, Migration, Need, Rollout, RouteTable, Scheme, Version, DEFAULT_POINT_MULTIPLE,
 };
 
 use crate::args::{load_ring, RingArgs, ServersPath};

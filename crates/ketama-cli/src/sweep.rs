@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context};
 use clap::Args;
-use ketama::{analysis, Scheme, RingSettings};
+use ketama::{analysis, RingSettings, Scheme};
 
 /// Options of `ketama sweep`.
 #[derive(Args, Debug)]
@@ -68,7 +68,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
             ketama::MAX_POINTS
         );
     }
-    let steps = analysis::log_steps(args.from, args.to, args.steps);
+    let steps = log_steps(args.from, args.to, args.steps);
     let settings = RingSettings {
         compat: args.compat,
         ..RingSettings::default()
@@ -115,4 +115,19 @@ pub fn run(args: SweepArgs) -> anyhow::Result<()> {
     }
     print!("{csv}");
     Ok(())
+}
+
+/// Points-per-node values from `from` to `to` spaced evenly on a log scale,
+/// `steps` of them (both ends included, duplicates after rounding dropped).
+pub fn log_steps(from: u32, to: u32, steps: usize) -> Vec<u32> {
+    let (from, to) = (from.max(1), to.max(from.max(1)));
+    if steps <= 1 || from == to {
+        return vec![from];
+    }
+    let (a, b) = ((from as f64).ln(), (to as f64).ln());
+    let mut out: Vec<u32> = (0..steps)
+        .map(|i| (a + (b - a) * i as f64 / (steps - 1) as f64).exp().round() as u32)
+        .collect();
+    out.dedup();
+    out
 }

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use ketama::{Scheme, Layout, RingSettings};
+use ketama::{Layout, RingSettings, Scheme};
 
 use crate::discovery::{DiscoverySource, Query, WeightMode};
 use crate::model::{Config, ControlSection, DiscoveryWeight, RingSection, Routing};

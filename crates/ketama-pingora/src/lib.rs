@@ -38,7 +38,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use ketama::{Scheme, Layout, Node, Ring, RingBuilder};
+use ketama::{Layout, Node, Ring, RingBuilder, Scheme};
 use pingora_core::protocols::l4::socket::SocketAddr as PingoraAddr;
 use pingora_load_balancing::selection::{BackendIter, BackendSelection};
 use pingora_load_balancing::Backend;

@@ -147,7 +147,11 @@ fn snapshot<'a>(admin: &Admin, state: &'a crate::state::RoutingState) -> Snapsho
             .iter()
             .map(|&v| {
                 let r = table.ring(v);
-                (v.name(), r.point_count() as u64, r.points_heap_bytes() as u64)
+                (
+                    v.name(),
+                    r.point_count() as u64,
+                    r.points_heap_bytes() as u64,
+                )
             })
             .collect(),
         build_ms: state.plan.build_ms,
@@ -231,19 +235,19 @@ impl ServeHttp for Admin {
                     }
                 }
                 // Refused before the body is judged, as the rule says.
-                let result = self.cell.admits_admin_rollout().and_then(|()| {
-                    match parse_rollout(&body) {
-                        Ok(r) => self.cell.replace(Trigger::AdminRollout(r)),
-                        Err(e) => Err(Refused::Config(e.into())),
-                    }
-                });
+                let result =
+                    self.cell
+                        .admits_admin_rollout()
+                        .and_then(|()| match parse_rollout(&body) {
+                            Ok(r) => self.cell.replace(Trigger::AdminRollout(r)),
+                            Err(e) => Err(Refused::Config(e.into())),
+                        });
                 match result {
                     Ok(_) => json_response(200, status(self)["rollout"].clone()),
                     Err(Refused::RolloutFromEtcd) => {
-                        let (key, rev) = self
-                            .control
-                            .as_ref()
-                            .map_or((String::new(), 0), |c| (c.rollout_key(), c.rollout_revision()));
+                        let (key, rev) = self.control.as_ref().map_or((String::new(), 0), |c| {
+                            (c.rollout_key(), c.rollout_revision())
+                        });
                         json_response(
                             409,
                             json!({"error": format!(

@@ -300,7 +300,13 @@ impl RoutingCell {
             restart_needed: Vec::new(),
         };
         let v = effective(&inputs.local, inputs.shared.as_ref())?;
-        let state = build(&inputs.records, &inputs.rollout, v, (&health, &metrics), None)?;
+        let state = build(
+            &inputs.records,
+            &inputs.rollout,
+            v,
+            (&health, &metrics),
+            None,
+        )?;
         crate::memory::return_free_memory();
         Ok(RoutingCell {
             state: Arc::new(ArcSwap::from_pointee(state)),
@@ -404,8 +410,7 @@ impl RoutingCell {
                 let old = self.state();
                 let v = old.validated.clone();
                 let previous = std::mem::replace(&mut inputs.records, records);
-                let state = match build(&inputs.records, &rollout, v, self.parts(), Some(&old))
-                {
+                let state = match build(&inputs.records, &rollout, v, self.parts(), Some(&old)) {
                     Ok(s) => s,
                     Err(e) => {
                         inputs.records = previous;

@@ -38,6 +38,9 @@ mod tests {
         assert_eq!(at(951_868_799), "2000-02-29T23:59:59Z");
         // 2026-12-01T21:23:50Z, checked with `date -u -d @1796160230`.
         assert_eq!(at(1_796_160_230), "2026-12-01T21:23:50Z");
-        assert_eq!(utc(UNIX_EPOCH - Duration::from_secs(5)), "1970-01-01T00:00:00Z");
+        assert_eq!(
+            utc(UNIX_EPOCH - Duration::from_secs(5)),
+            "1970-01-01T00:00:00Z"
+        );
     }
 }

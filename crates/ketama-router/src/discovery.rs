@@ -464,7 +464,10 @@ impl BackgroundService for Discovery {
             // Only the sources are kept across the awaits, not the state.
             let (sources, nginx) = {
                 let state = self.cell.state();
-                (state.validated.discovery.clone(), state.validated.nginx_identity())
+                (
+                    state.validated.discovery.clone(),
+                    state.validated.nginx_identity(),
+                )
             };
             let now = Instant::now();
             let mut changed = false;

@@ -13,8 +13,6 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-
-
 /// How often repeated failures of one backend are logged.
 pub const LOG_EVERY: Duration = Duration::from_secs(10);
 

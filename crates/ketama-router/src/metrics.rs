@@ -434,30 +434,90 @@ fn label(name: &str, value: &str) -> String {
 /// The state's gauges, from one snapshot.
 fn render_gauges(out: &mut String, snap: &Snapshot<'_>, om: bool) {
     let one = |v: f64| vec![(String::new(), v)];
-    gauge(out, "ketama_rollout_bp", "Share of keys routed by the new ring, in basis points (this router's scope)", &one(snap.rollout_bp as f64), om);
+    gauge(
+        out,
+        "ketama_rollout_bp",
+        "Share of keys routed by the new ring, in basis points (this router's scope)",
+        &one(snap.rollout_bp as f64),
+        om,
+    );
     let rings = |f: fn(&(&'static str, u64, u64)) -> u64| -> Vec<(String, f64)> {
-        snap.rings.iter().map(|r| (label("ring", r.0), f(r) as f64)).collect()
+        snap.rings
+            .iter()
+            .map(|r| (label("ring", r.0), f(r) as f64))
+            .collect()
     };
-    gauge(out, "ketama_ring_points", "Points on each ring", &rings(|r| r.1), om);
-    gauge(out, "ketama_ring_bytes", "Heap bytes of each ring's points", &rings(|r| r.2), om);
-    gauge(out, "ketama_ring_build_seconds", "Time the current ring(s) took to build", &one(snap.build_ms / 1e3), om);
-    gauge(out, "process_resident_memory_bytes", "Resident memory of the router", &one(resident_bytes() as f64), om);
+    gauge(
+        out,
+        "ketama_ring_points",
+        "Points on each ring",
+        &rings(|r| r.1),
+        om,
+    );
+    gauge(
+        out,
+        "ketama_ring_bytes",
+        "Heap bytes of each ring's points",
+        &rings(|r| r.2),
+        om,
+    );
+    gauge(
+        out,
+        "ketama_ring_build_seconds",
+        "Time the current ring(s) took to build",
+        &one(snap.build_ms / 1e3),
+        om,
+    );
+    gauge(
+        out,
+        "process_resident_memory_bytes",
+        "Resident memory of the router",
+        &one(resident_bytes() as f64),
+        om,
+    );
     let found: Vec<(String, f64)> = snap
         .discovered
         .iter()
         .map(|(src, n)| (label("source", src), *n as f64))
         .collect();
-    gauge(out, "ketama_discovery_backends", "Backends each discovery source contributes now", &found, om);
-    gauge(out, "ketama_ring_moved_share", "Share of the keyspace whose backend the last discovered change moved", &one(snap.moved_share), om);
+    gauge(
+        out,
+        "ketama_discovery_backends",
+        "Backends each discovery source contributes now",
+        &found,
+        om,
+    );
+    gauge(
+        out,
+        "ketama_ring_moved_share",
+        "Share of the keyspace whose backend the last discovered change moved",
+        &one(snap.moved_share),
+        om,
+    );
     let (connected, revisions) = match snap.control {
         Some((up, config, rollout)) => (
             one(up as u8 as f64),
-            vec![(label("key", "config"), config as f64), (label("key", "rollout"), rollout as f64)],
+            vec![
+                (label("key", "config"), config as f64),
+                (label("key", "rollout"), rollout as f64),
+            ],
         ),
         None => (one(0.0), Vec::new()),
     };
-    gauge(out, "ketama_control_connected", "1 while etcd answers this router (only with [control])", &connected, om);
-    gauge(out, "ketama_control_applied_revision", "Mod revision of each etcd key this router applied (0: none)", &revisions, om);
+    gauge(
+        out,
+        "ketama_control_connected",
+        "1 while etcd answers this router (only with [control])",
+        &connected,
+        om,
+    );
+    gauge(
+        out,
+        "ketama_control_applied_revision",
+        "Mod revision of each etcd key this router applied (0: none)",
+        &revisions,
+        om,
+    );
 }
 
 /// The Prometheus text format (0.0.4) of an OpenMetrics exposition: the
@@ -509,7 +569,5 @@ pub fn resident_bytes() -> u64 {
 /// The system's memory page size, in bytes.
 pub fn page_size() -> u64 {
     static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *PAGE.get_or_init(|| {
-        rustix::param::page_size() as u64
-    })
+    *PAGE.get_or_init(|| rustix::param::page_size() as u64)
 }

@@ -20,9 +20,9 @@ use pingora::services::listening::Service;
 
 use crate::admin::Admin;
 use crate::cell::{ConfigSource, RoutingCell};
+use crate::checker::HealthChecker;
 use crate::conn::Guarded;
 use crate::discovery::DiscoveryState;
-use crate::checker::HealthChecker;
 use crate::health::HealthRegistry;
 use crate::metrics::Metrics;
 use crate::proxy::Router;
@@ -164,7 +164,10 @@ pub fn build(
     };
     let discovery = Arc::new(discover_at_start(&effective)?);
     drop(effective);
-    let (health, metrics) = (Arc::new(HealthRegistry::default()), Arc::new(Metrics::default()));
+    let (health, metrics) = (
+        Arc::new(HealthRegistry::default()),
+        Arc::new(Metrics::default()),
+    );
     for (source, result, n) in discovery.resolution_counts() {
         metrics.discovery_resolved(&source, result, n);
     }

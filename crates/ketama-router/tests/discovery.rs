@@ -307,7 +307,9 @@ fn adding_and_removing_moves_only_their_keys_as_the_library_predicts() {
         );
         assert_ne!(*l, removed);
     }
-    let predicted = ketama::analysis::diff(&ring7, &ring_of(&records)).unwrap().moved;
+    let predicted = ketama::analysis::diff(&ring7, &ring_of(&records))
+        .unwrap()
+        .moved;
     let reported = source_moved(&r);
     assert!(
         (reported - predicted).abs() < 1e-12,
@@ -580,7 +582,13 @@ fn an_operators_rollout_survives_a_dns_change() {
     let path = dir.path().join("router.toml");
     let text = config_with(&[], proxy, admin, "", migration) + &discovery_config(dns.port, "");
     std::fs::write(&path, text).unwrap();
-    let r = start_router_with(&path, proxy, admin, &[], Some(&dir.path().join("router.log")));
+    let r = start_router_with(
+        &path,
+        proxy,
+        admin,
+        &[],
+        Some(&dir.path().join("router.log")),
+    );
     assert_eq!(status_backends(&r).len(), 4);
     let put = request(
         r.admin,
@@ -597,7 +605,14 @@ fn an_operators_rollout_survives_a_dns_change() {
     assert_eq!(rollout["global_bp"], 5000, "{rollout}");
     assert_eq!(rollout["origin"], "admin", "{rollout}");
     // A reload gives the config's back, as documented.
-    let reload = request(r.admin, "POST", "/reload", &[("authorization", "Bearer sekret")], "").unwrap();
+    let reload = request(
+        r.admin,
+        "POST",
+        "/reload",
+        &[("authorization", "Bearer sekret")],
+        "",
+    )
+    .unwrap();
     assert_eq!(reload.status, 200, "{}", reload.body);
     assert_eq!(status_json(&r)["rollout"]["global_bp"], 0);
 }

@@ -144,8 +144,7 @@ criterion_main!(benches);
 fn subsets(c: &mut Criterion) {
     const F: u32 = 5;
     let names = names(10_000);
-    let bits =
-        |i: usize| (ketama::mix::mix64(0x5EED_0000 + i as u64) as u32) & ((1 << F) - 1);
+    let bits = |i: usize| (ketama::mix::mix64(0x5EED_0000 + i as u64) as u32) & ((1 << F) - 1);
     let labels = |b: u32| {
         (0..F)
             .filter(|j| b & (1 << j) != 0)

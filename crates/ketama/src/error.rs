@@ -7,7 +7,7 @@
 use std::net::SocketAddr;
 
 use crate::version::Version;
-use crate::{Scheme, Layout};
+use crate::{Layout, Scheme};
 
 /// An error building a [`Ring`](crate::Ring) or reading a servers file.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -57,16 +57,28 @@ pub enum KeyHash {
 #[allow(non_upper_case_globals)]
 impl KeyHash {
     /// The old name of [`KeyHash::Fnv1_64`] (read as "FNV-164").
-    #[deprecated(since = "0.1.0", note = "renamed `Fnv1_64`; this alias goes in the next release")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `Fnv1_64`; this alias goes in the next release"
+    )]
     pub const Fnv164: KeyHash = KeyHash::Fnv1_64;
     /// The old name of [`KeyHash::Fnv1_32`].
-    #[deprecated(since = "0.1.0", note = "renamed `Fnv1_32`; this alias goes in the next release")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `Fnv1_32`; this alias goes in the next release"
+    )]
     pub const Fnv132: KeyHash = KeyHash::Fnv1_32;
     /// The old name of [`KeyHash::Fnv1a_64`].
-    #[deprecated(since = "0.1.0", note = "renamed `Fnv1a_64`; this alias goes in the next release")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `Fnv1a_64`; this alias goes in the next release"
+    )]
     pub const Fnv1a64: KeyHash = KeyHash::Fnv1a_64;
     /// The old name of [`KeyHash::Fnv1a_32`].
-    #[deprecated(since = "0.1.0", note = "renamed `Fnv1a_32`; this alias goes in the next release")]
+    #[deprecated(
+        since = "0.1.0",
+        note = "renamed `Fnv1a_32`; this alias goes in the next release"
+    )]
     pub const Fnv1a32: KeyHash = KeyHash::Fnv1a_32;
 
     /// Every key hash, in twemproxy's documentation order.

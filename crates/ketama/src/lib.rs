@@ -65,7 +65,6 @@
 
 pub mod analysis;
 mod compact;
-mod scheme;
 pub mod continuum;
 mod crc;
 mod error;
@@ -78,32 +77,39 @@ pub mod mix;
 mod node;
 mod ring;
 pub mod route;
+mod scheme;
 mod servers;
 mod settings;
 mod sort;
 pub mod subset;
 pub mod synthetic;
-mod version;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
+mod version;
 
 pub use scheme::{Scheme, UnknownScheme};
 
 /// The old name of [`Scheme`] (every doc calls it a scheme).
-#[deprecated(since = "0.1.0", note = "renamed `Scheme`; this alias goes in the next release")]
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `Scheme`; this alias goes in the next release"
+)]
 pub type Compat = Scheme;
 
 /// The old name of [`UnknownScheme`].
-#[deprecated(since = "0.1.0", note = "renamed `UnknownScheme`; this alias goes in the next release")]
+#[deprecated(
+    since = "0.1.0",
+    note = "renamed `UnknownScheme`; this alias goes in the next release"
+)]
 pub type UnknownCompat = UnknownScheme;
 pub use error::{Error, Result};
 pub use keyhash::{KeyHash, UnknownKeyHash};
 pub use layout::{Layout, UnknownLayout};
 pub use migration::{Migration, Rollout};
-pub use version::Version;
 pub use node::Node;
 pub use ring::{Failover, FailoverCursor, Ring, RingBuilder, MAX_POINTS};
 pub use route::{Need, Route, RouteTable};
 pub use servers::parse_servers;
 pub use settings::{RingSettings, DEFAULT_POINT_MULTIPLE};
 pub use subset::{Requirement, RequirementCache};
+pub use version::Version;

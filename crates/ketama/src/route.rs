@@ -46,8 +46,8 @@ use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::migration::Migration;
-use crate::version::Version;
 use crate::ring::FailoverCursor;
+use crate::version::Version;
 use crate::{Node, Requirement, RequirementCache, Ring};
 
 /// Ids that bind needs and routes to the table that made them.

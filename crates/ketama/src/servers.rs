@@ -152,7 +152,9 @@ mod tests {
     use super::*;
 
     fn err(text: &str) -> String {
-        parse_servers(text, "s.txt".as_ref()).unwrap_err().to_string()
+        parse_servers(text, "s.txt".as_ref())
+            .unwrap_err()
+            .to_string()
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use crate::{Scheme, Layout};
+use crate::{Layout, Scheme};
 
 /// The default number of points per weight unit, as in nginx and pingora.
 pub const DEFAULT_POINT_MULTIPLE: u32 = 160;

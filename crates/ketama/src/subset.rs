@@ -58,8 +58,8 @@
 //! Time: the search, then the index's first candidate at or after the
 //! point found (one block AND, a few for sparse requirements), whose owner
 //! is nearly always the answer; without the index, `1 / f` points on
-//! average. Below [`DEDICATED_BELOW_INDEXED`] (1/32 of the weight;
-//! [`DEDICATED_BELOW`], 1/16, on rings without the index) a requirement instead builds a dedicated ring of the eligible
+//! average. Below `DEDICATED_BELOW_INDEXED` (1/32 of the weight;
+//! `DEDICATED_BELOW`, 1/16, on rings without the index) a requirement instead builds a dedicated ring of the eligible
 //! nodes in the `Compact` layout when it is made (cost: that ring's build
 //! time and at most `f` of the full ring's points; a [`RequirementCache`]
 //! bounds the total). The worst case for a walk is the longest run of
@@ -75,11 +75,11 @@ use crate::{Layout, Node, Ring, RingBuilder};
 
 /// Requirements whose eligible nodes hold less than this share of the
 /// weight get a dedicated ring, on rings without a label index.
-pub const DEDICATED_BELOW: f64 = 1.0 / 16.0;
+pub(crate) const DEDICATED_BELOW: f64 = 1.0 / 16.0;
 
 /// The same on rings with a label index, whose walk skips 64 points with
 /// a few word ANDs: only requirements this sparse get a dedicated ring.
-pub const DEDICATED_BELOW_INDEXED: f64 = 1.0 / 32.0;
+pub(crate) const DEDICATED_BELOW_INDEXED: f64 = 1.0 / 32.0;
 
 /// The most distinct labels a ring holds.
 pub const MAX_LABELS: usize = 64;
@@ -327,8 +327,8 @@ impl Requirement {
     /// nodes that carry every label in `labels` (none: every node). Errors
     /// on a label the ring does not have, and, when labels are required, on
     /// schemes that cannot honour them ([`Scheme::requirement_obstacle`](crate::Scheme::requirement_obstacle)). Builds a dedicated ring when the eligible nodes
-    /// hold less than [`DEDICATED_BELOW_INDEXED`] of the weight
-    /// ([`DEDICATED_BELOW`] on a ring without a label index); see the
+    /// hold less than `DEDICATED_BELOW_INDEXED` of the weight
+    /// (`DEDICATED_BELOW` on a ring without a label index); see the
     /// module docs.
     pub fn new<S: AsRef<str>>(ring: &Arc<Ring>, labels: &[S]) -> Result<Self> {
         Self::with_dedicated(ring, labels, true)
@@ -493,7 +493,7 @@ impl Requirement {
     /// the walk is over.
     ///
     /// # Errors
-    /// [`Error::ForeignCursor`](crate::Error::ForeignCursor) for a cursor
+    /// [`Error::ForeignCursor`] for a cursor
     /// made by another ring (or another requirement's dedicated ring).
     #[inline]
     pub fn advance(&self, c: &mut FailoverCursor) -> Result<Option<usize>> {

@@ -5,7 +5,7 @@ use crate::mix::SplitMix64;
 
 /// The name of synthetic server `i`: `10.A.B.C:PORT` where `A.B.C` are the
 /// three low bytes of `i` (so up to 2^24 distinct names per port).
-pub fn name(i: u32, port: u16) -> String {
+fn name(i: u32, port: u16) -> String {
     format!(
         "10.{}.{}.{}:{port}",
         (i >> 16) & 255,
@@ -14,7 +14,7 @@ pub fn name(i: u32, port: u16) -> String {
     )
 }
 
-/// Servers `0..n` by [`name`], all on `port`: `10.0.0.0:443`,
+/// Servers `0..n` named `10.A.B.C:PORT` (`A.B.C` the three low bytes of the number), all on `port`: `10.0.0.0:443`,
 /// `10.0.0.1:443`, ...
 pub fn numbered(n: u32, port: u16) -> Vec<String> {
     (0..n).map(|i| name(i, port)).collect()

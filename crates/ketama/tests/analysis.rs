@@ -1,7 +1,7 @@
 //! The analysis against the article's figures, brute force and the laws.
 
-use ketama::synthetic;
 use ketama::analysis::{self, KEYSPACE};
+use ketama::synthetic;
 use ketama::{Layout, Node, Ring, RingBuilder};
 
 fn ring(servers: &[String], multiple: u32, layout: Layout) -> Ring {
@@ -123,7 +123,10 @@ fn diff_of_a_ring_with_itself_is_zero_and_adding_a_node_moves_its_share() {
     assert_eq!(d.moved_keys, new_keys, "only keys onto the new node move");
     assert!((d.moved - 1.0 / 51.0).abs() < 0.3 / 51.0, "{}", d.moved);
     let s = &d.servers[50];
-    assert_eq!((s.server.as_str(), s.gained, s.lost), ("10.99.99.99:443", d.moved, 0.0));
+    assert_eq!(
+        (s.server.as_str(), s.gained, s.lost),
+        ("10.99.99.99:443", d.moved, 0.0)
+    );
 
     // Against a sample: a different multiple moves most keys.
     let other = ring(&servers, 40, Layout::Packed);
@@ -144,5 +147,8 @@ fn diff_of_a_ring_with_itself_is_zero_and_adding_a_node_moves_its_share() {
     // Empty rings: everything or nothing moves.
     let empty = RingBuilder::new().build(vec![]).unwrap();
     assert_eq!(analysis::diff(&empty, &empty).unwrap().moved_keys, 0);
-    assert_eq!(analysis::diff(&empty, &before).unwrap().moved_keys, KEYSPACE);
+    assert_eq!(
+        analysis::diff(&empty, &before).unwrap().moved_keys,
+        KEYSPACE
+    );
 }

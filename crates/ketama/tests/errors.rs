@@ -1,6 +1,6 @@
 //! Every build error: what triggers it and that its message names the input.
 
-use ketama::{Scheme, Error, Layout, Node, RingBuilder, MAX_POINTS};
+use ketama::{Error, Layout, Node, RingBuilder, Scheme, MAX_POINTS};
 
 fn build(compat: Scheme, layout: Layout, multiple: u32, nodes: Vec<Node>) -> Error {
     RingBuilder::new()

@@ -11,7 +11,7 @@ mod common;
 use std::collections::HashSet;
 
 use common::colliding_pairs;
-use ketama::{Scheme, Layout, Node, Ring, RingBuilder};
+use ketama::{Layout, Node, Ring, RingBuilder, Scheme};
 use proptest::prelude::*;
 
 /// Hashes at which routing can change on either ring: every point hash, the

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use ketama::analysis::simulate::{simulate, Workload};
 use ketama::load::{BalanceFactor, LoadTracker};
-use ketama::{Scheme, Layout, Migration, Node, Rollout, RouteTable, Version};
+use ketama::{Layout, Migration, Node, Rollout, RouteTable, Scheme, Version};
 use proptest::prelude::*;
 
 fn nodes(n: usize, weighted: bool) -> Vec<Node> {

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use ketama::{parse_servers, Scheme, Layout, RingBuilder};
+use ketama::{parse_servers, Layout, RingBuilder, Scheme};
 
 fn dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/memcached")

@@ -7,7 +7,7 @@ mod common;
 use std::path::Path;
 
 use common::{Prefix, Reference};
-use ketama::{parse_servers, Scheme, Layout, RingBuilder};
+use ketama::{parse_servers, Layout, RingBuilder, Scheme};
 
 fn data(name: &str) -> String {
     let p = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -20,7 +20,8 @@ fn data(name: &str) -> String {
 fn replays_nginx_traces_with_zero_mismatches() {
     let mut on_collisions = 0;
     for n in 1..=3 {
-        let nodes = parse_servers(&data(&format!("golden-{n}.servers")), "golden".as_ref()).unwrap();
+        let nodes =
+            parse_servers(&data(&format!("golden-{n}.servers")), "golden".as_ref()).unwrap();
         let trace = data(&format!("golden-{n}.csv"));
         let pairs: Vec<(&str, &str)> = trace
             .lines()

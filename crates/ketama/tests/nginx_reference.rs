@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use ketama::{Scheme, Error, Layout, Node, RingBuilder};
+use ketama::{Error, Layout, Node, RingBuilder, Scheme};
 
 fn check_against_reference(nodes: &[Node], multiple: u32, layout: Layout, keys: usize, seed: u64) {
     let ring = RingBuilder::new()

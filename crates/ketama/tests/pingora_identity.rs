@@ -7,7 +7,7 @@ mod common;
 use std::net::SocketAddr;
 
 use common::*;
-use ketama::{Scheme, Layout, Node, Ring, RingBuilder};
+use ketama::{Layout, Node, Ring, RingBuilder, Scheme};
 use pingora_ketama::{Bucket, Continuum, Version};
 
 struct Case {

@@ -3,7 +3,7 @@
 
 mod common;
 
-use ketama::{Scheme, Error, Layout, Migration, Node, Requirement, Rollout, RouteTable, Version};
+use ketama::{Error, Layout, Migration, Node, Requirement, Rollout, RouteTable, Scheme, Version};
 
 const LABELS: [&str; 3] = ["eu", "ssd", "pci"];
 
@@ -184,11 +184,20 @@ fn a_cursor_belongs_to_its_ring() {
     assert!(clone.advance(&mut c).unwrap().is_some());
     // A requirement's cursors are its ring's.
     let eu: Vec<Node> = (0..4)
-        .map(|i| Node::new(format!("n{i}:80"), 1).with_labels(if i % 2 == 0 { vec!["eu"] } else { vec!["us"] }))
+        .map(|i| {
+            Node::new(format!("n{i}:80"), 1).with_labels(if i % 2 == 0 {
+                vec!["eu"]
+            } else {
+                vec!["us"]
+            })
+        })
         .collect();
     let labelled = ring(eu, Scheme::Nginx, Layout::Compact, 160);
     let req = ketama::Requirement::new(&labelled, &["eu"]).unwrap();
     let mut rc = req.cursor(7);
-    assert_eq!(req.advance(&mut a.failover_cursor(7)), Err(Error::ForeignCursor));
+    assert_eq!(
+        req.advance(&mut a.failover_cursor(7)),
+        Err(Error::ForeignCursor)
+    );
     assert!(req.advance(&mut rc).unwrap().is_some());
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::{colliding_pairs, forge_key, Prefix, Reference};
 
-use ketama::{Scheme, Error, Layout, Node, Requirement, RequirementCache, RingBuilder};
+use ketama::{Error, Layout, Node, Requirement, RequirementCache, RingBuilder, Scheme};
 use proptest::prelude::*;
 
 const LABELS: [&str; 5] = ["eu", "us", "ssd", "pci", "video"];

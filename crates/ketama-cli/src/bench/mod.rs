@@ -17,7 +17,7 @@ mod subsets;
 use std::time::Duration;
 
 use clap::Args;
-use ketama::{Scheme, Layout, DEFAULT_POINT_MULTIPLE};
+use ketama::{Layout, Scheme, DEFAULT_POINT_MULTIPLE};
 
 /// Options of `ketama bench`.
 #[derive(Args, Debug)]

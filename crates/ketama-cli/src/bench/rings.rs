@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context};
 use cpu_time::ProcessTime;
-use ketama::{Scheme, Layout, Node, Ring, RingBuilder, DEFAULT_POINT_MULTIPLE};
+use ketama::{Layout, Node, Ring, RingBuilder, Scheme, DEFAULT_POINT_MULTIPLE};
 
 use super::{alloc, make_keys, median, per, BenchArgs};
 

@@ -13,7 +13,10 @@ fn config(global_bp: u32, backends: usize) -> String {
         "[admin]\nlisten = \"127.0.0.1:1\"\nauth = false\n[migration]\nring = {{ compat = \"nginx\", layout = \"compact\", point_multiple = 16 }}\nglobal_bp = {global_bp}\n[[discovery]]\nsrv = \"{SRV}\"\nresolvers = [\"127.0.0.1:53\"]\n"
     );
     for i in 0..backends {
-        s.push_str(&format!("[[backends]]\naddress = \"127.0.0.1:{}\"\n", 9000 + i));
+        s.push_str(&format!(
+            "[[backends]]\naddress = \"127.0.0.1:{}\"\n",
+            9000 + i
+        ));
     }
     s
 }
@@ -89,7 +92,10 @@ fn every_trigger_in_turn_without_control() {
     assert_eq!(c.rollout_in_force().origin, RolloutOrigin::Config);
 
     c.replace(Trigger::AdminRollout(rollout(5000))).unwrap();
-    assert_eq!((bp(c), c.rollout_in_force().origin), (5000, RolloutOrigin::Admin));
+    assert_eq!(
+        (bp(c), c.rollout_in_force().origin),
+        (5000, RolloutOrigin::Admin)
+    );
 
     // A DNS change keeps the operator's rollout (the bug: it went back to
     // the config's 0).
@@ -105,7 +111,10 @@ fn every_trigger_in_turn_without_control() {
 
     // etcd's rollout, then its deletion: back to the config's.
     c.replace(Trigger::EtcdRollout(Some(rollout(700)))).unwrap();
-    assert_eq!((bp(c), c.rollout_in_force().origin), (700, RolloutOrigin::Etcd));
+    assert_eq!(
+        (bp(c), c.rollout_in_force().origin),
+        (700, RolloutOrigin::Etcd)
+    );
     c.replace(Trigger::Discovered(records(3))).unwrap();
     assert_eq!((bp(c), backends(c)), (700, 5));
     c.replace(Trigger::Reload).unwrap();
@@ -120,7 +129,10 @@ fn a_refused_change_changes_nothing() {
     let c = &f.cell;
     c.replace(Trigger::AdminRollout(rollout(2500))).unwrap();
     std::fs::write(&f.file, "[[backends]]\naddress = \"nowhere\"\n").unwrap();
-    assert!(matches!(c.replace(Trigger::Reload), Err(Refused::Config(_))));
+    assert!(matches!(
+        c.replace(Trigger::Reload),
+        Err(Refused::Config(_))
+    ));
     assert_eq!((bp(c), backends(c)), (2500, 3));
     assert_eq!(c.rollout_in_force().origin, RolloutOrigin::Admin);
     let bad = Trigger::EtcdConfig {
@@ -140,15 +152,23 @@ fn with_control_the_rollout_is_etcds() {
         c.replace(Trigger::AdminRollout(rollout(10))),
         Err(Refused::RolloutFromEtcd)
     ));
-    assert!(matches!(c.admits_admin_rollout(), Err(Refused::RolloutFromEtcd)));
-    c.replace(Trigger::EtcdRollout(Some(rollout(4200)))).unwrap();
+    assert!(matches!(
+        c.admits_admin_rollout(),
+        Err(Refused::RolloutFromEtcd)
+    ));
+    c.replace(Trigger::EtcdRollout(Some(rollout(4200))))
+        .unwrap();
     c.replace(Trigger::Discovered(records(2))).unwrap();
     assert_eq!((bp(c), backends(c)), (4200, 4));
     c.replace(Trigger::Reload).unwrap();
     assert_eq!((bp(c), backends(c)), (4200, 4));
     // An etcd config change keeps the rollout in force and what DNS
     // found; its own static backends replace the file's.
-    let shared = config(300, 3).lines().skip(3).collect::<Vec<_>>().join("\n");
+    let shared = config(300, 3)
+        .lines()
+        .skip(3)
+        .collect::<Vec<_>>()
+        .join("\n");
     c.replace(Trigger::EtcdConfig {
         text: shared,
         name: "etcd /t/config@3".into(),

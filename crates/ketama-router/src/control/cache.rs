@@ -81,6 +81,9 @@ mod tests {
         assert_eq!(read_cache(&path), Some(cache));
         std::fs::write(&path, "{\"prefix\": 3}").unwrap();
         assert_eq!(read_cache(&path), None);
-        assert!(parse_cache("{\"prefix\":\"/\",\"config\":{\"text\":\"x\",\"revision\":\"7\"}}").is_err());
+        assert!(
+            parse_cache("{\"prefix\":\"/\",\"config\":{\"text\":\"x\",\"revision\":\"7\"}}")
+                .is_err()
+        );
     }
 }

@@ -125,7 +125,12 @@ pub fn diff(from: &Ring, to: &Ring) -> Result<Diff> {
     })
 }
 
-fn per_server(names: &[&str], gained: &[u64], lost: &[u64], f: impl Fn(u64) -> f64) -> Vec<ServerDiff> {
+fn per_server(
+    names: &[&str],
+    gained: &[u64],
+    lost: &[u64],
+    f: impl Fn(u64) -> f64,
+) -> Vec<ServerDiff> {
     names
         .iter()
         .enumerate()
@@ -143,7 +148,7 @@ fn per_server(names: &[&str], gained: &[u64], lost: &[u64], f: impl Fn(u64) -> f
 /// CRC-32) and that function spreads keys over all 2^32 values. Otherwise
 /// the two hash spaces are unrelated, or not uniform, and only
 /// [`diff_sampled`] applies.
-pub fn exact_diff_applies(from: &Ring, to: &Ring) -> bool {
+pub(crate) fn exact_diff_applies(from: &Ring, to: &Ring) -> bool {
     // O(1): two key hashes compared.
     let (a, b) = (from.compat().key_hash(), to.compat().key_hash());
     a == b && a.is_uniform()
@@ -167,8 +172,8 @@ pub struct SampledDiff {
 }
 
 /// Routes every key on both rings (each with its own key hash) and counts
-/// the keys whose server changes. Use it where [`exact_diff_applies`] is
-/// false; with n keys the 95% interval is about `+-1.96 sqrt(p (1-p) / n)`
+/// the keys whose server changes. Use it where [`diff`] refuses (the rings
+/// hash keys differently); with n keys the 95% interval is about `+-1.96 sqrt(p (1-p) / n)`
 /// wide (+-0.001 at p = 0.5, n = 10^6). `O(n)` lookups on each ring.
 pub fn diff_sampled<K: AsRef<[u8]>>(
     from: &Ring,

@@ -50,7 +50,7 @@ mod shares;
 pub mod simulate;
 mod sweep;
 
-pub use diff::{diff, diff_sampled, exact_diff_applies, Diff, SampledDiff, ServerDiff};
+pub use diff::{diff, diff_sampled, Diff, SampledDiff, ServerDiff};
 pub use recommend::{layout_memory, recommend, Recommendation, Target};
 pub use shares::{
     analyze, keyspace, predicted_cv, predicted_cv_equal, predicted_cv_of, Analysis, NodeStats,
@@ -65,7 +65,11 @@ pub use shares::{
 /// # Errors
 /// As [`diff`]: rings with different key hashes need a sampled estimate
 /// ([`diff_sampled`]) and [`crate::migration::plan_for`].
-pub fn migration_plan(old: &crate::Ring, new: &crate::Ring, steps: &[u16]) -> crate::Result<Vec<(u16, f64)>> {
+pub fn migration_plan(
+    old: &crate::Ring,
+    new: &crate::Ring,
+    steps: &[u16],
+) -> crate::Result<Vec<(u16, f64)>> {
     Ok(crate::migration::plan_for(diff(old, new)?.moved, steps))
 }
-pub use sweep::{log_steps, sweep_step, SweepRow};
+pub use sweep::{sweep_step, SweepRow};

@@ -2,21 +2,6 @@
 
 use super::shares::{analyze, mean_sd, predicted_cv_equal};
 
-/// Points-per-node values from `from` to `to` spaced evenly on a log scale,
-/// `steps` of them (both ends included, duplicates after rounding dropped).
-pub fn log_steps(from: u32, to: u32, steps: usize) -> Vec<u32> {
-    let (from, to) = (from.max(1), to.max(from.max(1)));
-    if steps <= 1 || from == to {
-        return vec![from];
-    }
-    let (a, b) = ((from as f64).ln(), (to as f64).ln());
-    let mut out: Vec<u32> = (0..steps)
-        .map(|i| (a + (b - a) * i as f64 / (steps - 1) as f64).exp().round() as u32)
-        .collect();
-    out.dedup();
-    out
-}
-
 /// One point of a sweep: the CV of `n` equal nodes at `points_per_node`,
 /// predicted and measured over several random node sets.
 #[derive(Clone, Debug, PartialEq)]

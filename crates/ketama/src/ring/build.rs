@@ -13,7 +13,7 @@ use crate::node::{nginx_host_port, pingora_prefix, Node};
 use crate::settings::RingSettings;
 use crate::sort::{self, Collisions};
 use crate::subset::{LabelIndex, Labels, LABEL_INDEX_MAX_LABELS};
-use crate::{Scheme, Layout};
+use crate::{Layout, Scheme};
 
 /// The most points a ring may have (2^28 = 268,435,456), checked before
 /// anything is allocated. A build needs 16 bytes per point at its peak

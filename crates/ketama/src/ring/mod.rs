@@ -16,7 +16,7 @@ use crate::node::Node;
 use crate::settings::RingSettings;
 use crate::sort::Collisions;
 use crate::subset::{LabelIndex, Labels};
-use crate::{Scheme, Layout};
+use crate::{Layout, Scheme};
 
 /// A built consistent-hash ring: nodes in configuration order and their
 /// sorted points in a [`Layout`].
@@ -158,7 +158,9 @@ impl Ring {
         !self.label_index.is_empty()
     }
 
-    /// Checks the ring's invariants; see [`crate::testing::check_invariants`].
+    /// Checks the ring's invariants; see `testing::check_invariants`
+    /// (the `testing` feature).
+    #[cfg(any(test, feature = "testing"))]
     pub(crate) fn check(&self) -> Result<(), crate::testing::Violation> {
         use crate::testing::Violation;
         let n = self.points.len();

@@ -74,9 +74,7 @@ fn nginx_host_port(server: &str) -> (&[u8], &[u8]) {
         return (&b[5..], b"");
     }
     match server.rfind(':') {
-        Some(i) if server[i + 1..].bytes().all(|c| c.is_ascii_digit()) => {
-            (&b[..i], &b[i + 1..])
-        }
+        Some(i) if server[i + 1..].bytes().all(|c| c.is_ascii_digit()) => (&b[..i], &b[i + 1..]),
         _ => (b, b""),
     }
 }
