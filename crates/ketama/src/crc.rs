@@ -61,6 +61,7 @@ fn step4(reg: u32, word: u32) -> u32 {
 }
 
 /// Advances a raw CRC register over one byte.
+#[cfg(any(test, feature = "testing"))]
 #[inline(always)]
 pub(crate) fn step1(reg: u32, byte: u8) -> u32 {
     (reg >> 8) ^ TABLES[0][((reg ^ byte as u32) & 0xff) as usize]

@@ -64,7 +64,6 @@
 #![forbid(unsafe_code)]
 
 pub mod analysis;
-mod compact;
 pub mod continuum;
 mod crc;
 mod error;

@@ -69,8 +69,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use crate::error::{Error, Result};
-use crate::ring::FailoverCursor;
-use crate::sort::{self, Collisions};
+use crate::ring::{FailoverCursor, NodeSet};
+pub use crate::ring::{LABEL_INDEX_MAX_LABELS, MAX_LABELS};
 use crate::{Layout, Node, Ring, RingBuilder};
 
 /// Requirements whose eligible nodes hold less than this share of the
@@ -80,217 +80,6 @@ pub(crate) const DEDICATED_BELOW: f64 = 1.0 / 16.0;
 /// The same on rings with a label index, whose walk skips 64 points with
 /// a few word ANDs: only requirements this sparse get a dedicated ring.
 pub(crate) const DEDICATED_BELOW_INDEXED: f64 = 1.0 / 32.0;
-
-/// The most distinct labels a ring holds.
-pub const MAX_LABELS: usize = 64;
-
-/// A ring's label names (bit `i` is `names[i]`) and each node's mask.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Labels {
-    names: Vec<Box<str>>,
-    masks: Box<[u64]>,
-}
-
-impl Labels {
-    pub(crate) fn new(nodes: &[Node]) -> Result<Self> {
-        let mut index: HashMap<&str, u32> = HashMap::new();
-        let mut names = Vec::new();
-        let mut masks = vec![0u64; nodes.len()];
-        for (i, node) in nodes.iter().enumerate() {
-            for l in node.labels() {
-                let bit = match index.get(l) {
-                    Some(&b) => b,
-                    None => {
-                        if names.len() == MAX_LABELS {
-                            return Err(Error::TooManyLabels {
-                                label: l.to_string(),
-                                server: node.server().to_string(),
-                            });
-                        }
-                        names.push(Box::from(l));
-                        index.insert(l, names.len() as u32 - 1);
-                        names.len() as u32 - 1
-                    }
-                };
-                masks[i] |= 1 << bit;
-            }
-        }
-        if names.is_empty() {
-            masks.clear();
-        }
-        Ok(Labels {
-            names,
-            masks: masks.into_boxed_slice(),
-        })
-    }
-
-    fn mask_of(&self, node: usize) -> u64 {
-        self.masks.get(node).copied().unwrap_or(0)
-    }
-
-    /// The label bits of point `i` owned by `owner`: the owner's, or for a
-    /// collided point those of every node sharing it (what the label index
-    /// holds for the point).
-    pub(crate) fn point_mask(&self, i: usize, owner: usize, collisions: &Collisions) -> u64 {
-        let m = self.mask_of(owner);
-        match collisions.at(i) {
-            Some(list) => list.iter().fold(m, |m, &n| m | self.mask_of(n as usize)),
-            None => m,
-        }
-    }
-
-    pub(crate) fn names(&self) -> impl Iterator<Item = &str> {
-        self.names.iter().map(|n| &**n)
-    }
-
-    /// The mask of these label names, or the error naming the first one
-    /// the ring lacks.
-    fn mask<S: AsRef<str>>(&self, labels: &[S]) -> Result<u64> {
-        let mut mask = 0u64;
-        for l in labels {
-            let l = l.as_ref();
-            let bit = self.names.iter().position(|n| &**n == l).ok_or_else(|| {
-                let known: Vec<&str> = self.names().collect();
-                Error::UnknownLabel {
-                    label: l.to_string(),
-                    known: if known.is_empty() {
-                        "none".into()
-                    } else {
-                        known.join(",")
-                    },
-                }
-            })?;
-            mask |= 1 << bit;
-        }
-        Ok(mask)
-    }
-
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.masks.len() * 8 + self.names.iter().map(|n| n.len() + 16).sum::<usize>()
-    }
-}
-
-/// A set of node indices: one bit per node.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct NodeSet(Box<[u64]>);
-
-impl NodeSet {
-    fn with_capacity(nodes: usize) -> Self {
-        NodeSet(vec![0u64; nodes.div_ceil(64)].into_boxed_slice())
-    }
-
-    fn insert(&mut self, n: usize) {
-        self.0[n / 64] |= 1 << (n % 64);
-    }
-
-    #[inline(always)]
-    pub(crate) fn contains(&self, n: usize) -> bool {
-        self.0[n / 64] & (1 << (n % 64)) != 0
-    }
-
-    fn heap_bytes(&self) -> usize {
-        self.0.len() * 8
-    }
-}
-
-/// Rings with at most this many labels get a label index (at most 2
-/// bytes a point), unless the builder turns it off.
-pub const LABEL_INDEX_MAX_LABELS: usize = 16;
-
-/// One bit per point and label: bit `i % 64` of word `(i / 64) * F + l` is
-/// set when point `i`'s owner carries label `l` (for a collided point: when
-/// any node sharing it does). A walk under a requirement ANDs the words of
-/// the required labels, block by block of 64 points, and visits only the
-/// points whose bit survives; a set bit may still be ineligible (a collided
-/// point whose nodes carry the labels between them), so the walk checks
-/// each candidate exactly, but no eligible point is ever skipped.
-///
-/// Cost: `F` bits a point (`ceil(P / 64) * F * 8` bytes), built in one pass
-/// over the sorted points; a lookup reads `|required|` words per block of
-/// 64 points it crosses (about `1 / (64 f)` blocks beyond the first for a
-/// requirement holding a share `f` of the points).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(crate) struct LabelIndex {
-    stride: usize,
-    words: Box<[u64]>,
-}
-
-impl LabelIndex {
-    /// The index of `sorted` (packed points in ring order).
-    pub(crate) fn new(sorted: &[u64], labels: &Labels, collisions: &Collisions) -> Self {
-        let stride = labels.names.len();
-        if stride == 0 || sorted.is_empty() {
-            return LabelIndex::default();
-        }
-        let mut words = vec![0u64; sorted.len().div_ceil(64) * stride];
-        let blocks = words.chunks_exact_mut(stride);
-        for (b, (block, points)) in blocks.zip(sorted.chunks(64)).enumerate() {
-            for (j, &p) in points.iter().enumerate() {
-                let mut m = labels.point_mask(b * 64 + j, sort::node_of(p) as usize, collisions);
-                while m != 0 {
-                    block[m.trailing_zeros() as usize] |= 1 << j;
-                    m &= m - 1;
-                }
-            }
-        }
-        LabelIndex {
-            stride,
-            words: words.into_boxed_slice(),
-        }
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.words.is_empty()
-    }
-
-    /// How far (in points, wrapping after `len`) the first point at or
-    /// after `pos` whose owner may carry every label of `mask` lies; `None`
-    /// if none lies within `max`.
-    #[inline]
-    pub(crate) fn next(&self, pos: usize, len: usize, mask: u64, max: usize) -> Option<usize> {
-        let (mut p, mut d) = (pos, 0usize);
-        loop {
-            let block = &self.words[(p / 64) * self.stride..][..self.stride];
-            let mut m = mask;
-            let mut w = !0u64;
-            while m != 0 {
-                w &= block[m.trailing_zeros() as usize];
-                m &= m - 1;
-            }
-            let off = p % 64;
-            let w = w >> off;
-            if w != 0 {
-                let t = d + w.trailing_zeros() as usize;
-                return (t < max).then_some(t);
-            }
-            // Bits past `len` are clear, so an empty rest of the last
-            // block wraps to the start.
-            let step = (64 - off).min(len - p);
-            d += step;
-            if d >= max {
-                return None;
-            }
-            p += step;
-            if p == len {
-                p = 0;
-            }
-        }
-    }
-
-    pub(crate) fn heap_bytes(&self) -> usize {
-        self.words.len() * 8
-    }
-
-    /// Whether point `i`'s bit for label `l` is set.
-    pub(crate) fn bit(&self, i: usize, l: usize) -> bool {
-        self.words[(i / 64) * self.stride + l] >> (i % 64) & 1 == 1
-    }
-
-    /// Labels per block (the ring's label count), 0 when empty.
-    pub(crate) fn stride(&self) -> usize {
-        self.stride
-    }
-}
 
 /// A set of required labels, prepared for one ring, which it holds: which
 /// nodes are eligible and, for sparse combinations, a dedicated ring.
@@ -443,30 +232,8 @@ impl Requirement {
         if let Some((ring, map)) = &self.dedicated {
             return ring.node_index_for_hash(hash).map(|i| map[i] as usize);
         }
-        let ring = &self.ring;
-        if ring.points.len() == 0 || self.serving == 0 {
-            return None;
-        }
-        let mut pos = ring.points.search(hash);
-        let len = ring.points.len();
-        if !ring.label_index.is_empty() {
-            // The first candidate, with no branch on whether the point
-            // found is eligible (as unpredictable as the requirement's
-            // share): its owner is nearly always the answer (a collided
-            // point's owner comes first in tie order).
-            let d = ring.label_index.next(pos, len, self.mask, len)?;
-            pos = if pos + d >= len {
-                pos + d - len
-            } else {
-                pos + d
-            };
-        }
-        let owner = ring.points.node(pos);
-        if self.eligible.contains(owner) && !ring.is_down(owner) {
-            return Some(owner);
-        }
-        let mut c = ring.cursor_at(pos, self.serving);
-        self.advance(&mut c).ok().flatten()
+        self.ring
+            .first_required(hash, &self.eligible, self.mask, self.serving)
     }
 
     /// A detached failover walk over the eligible nodes from a hash's
@@ -479,13 +246,7 @@ impl Requirement {
         if let Some((ring, _)) = &self.dedicated {
             return ring.failover_cursor(hash);
         }
-        let ring = &self.ring;
-        let (pos, limit) = if ring.points.len() == 0 || self.serving == 0 {
-            (0, 0)
-        } else {
-            (ring.points.search(hash), self.serving)
-        };
-        ring.cursor_at(pos, limit)
+        self.ring.cursor_required(hash, self.serving)
     }
 
     /// The next distinct eligible serving node (its index into the ring's
@@ -579,52 +340,5 @@ impl RequirementCache {
     /// Heap bytes currently held.
     pub fn heap_bytes(&self) -> usize {
         self.lock().bytes
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `next` against a point-by-point scan, on random bitmaps of every
-    /// length around block edges, every start, several masks and limits.
-    #[test]
-    fn next_is_the_first_candidate_scan() {
-        let mut state = 0x1234_5678_9abc_def0u64;
-        let mut rnd = move || {
-            state = crate::mix::mix64(state);
-            state
-        };
-        for len in [1usize, 2, 63, 64, 65, 127, 128, 129, 300, 1000] {
-            for density in [1u64, 3, 15, 255] {
-                let stride = 3;
-                let mut words = vec![0u64; len.div_ceil(64) * stride];
-                for i in 0..len {
-                    for l in 0..stride {
-                        // A bit with probability 1 / (density + 1).
-                        if rnd() % (density + 1) == 0 {
-                            words[(i / 64) * stride + l] |= 1 << (i % 64);
-                        }
-                    }
-                }
-                let index = LabelIndex {
-                    stride,
-                    words: words.into_boxed_slice(),
-                };
-                for mask in [0b001u64, 0b010, 0b101, 0b111] {
-                    let hit = |i: usize| (0..stride).all(|l| mask >> l & 1 == 0 || index.bit(i, l));
-                    for pos in 0..len {
-                        for max in [1, 2, 64, len, len + 5] {
-                            let want = (0..max.min(len)).find(|&d| hit((pos + d) % len));
-                            assert_eq!(
-                                index.next(pos, len, mask, max),
-                                want,
-                                "len {len} pos {pos} mask {mask:b} max {max}"
-                            );
-                        }
-                    }
-                }
-            }
-        }
     }
 }

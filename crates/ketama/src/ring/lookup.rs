@@ -3,7 +3,6 @@
 
 use super::Ring;
 use crate::node::Node;
-use crate::subset::NodeSet;
 
 impl Ring {
     /// The hash this ring's scheme gives a key (CRC-32 of its bytes for the
@@ -132,7 +131,7 @@ impl Ring {
     /// [`Error::ForeignCursor`](crate::Error::ForeignCursor) for a cursor
     /// another ring made (its position means nothing here).
     pub fn advance(&self, c: &mut FailoverCursor) -> crate::Result<Option<usize>> {
-        if c.ring != self.id {
+        if !c.is_of(self) {
             return Err(crate::Error::ForeignCursor);
         }
         Ok(self.step(c))
@@ -144,48 +143,12 @@ impl Ring {
         self.advance_with(c, |_, _| Some(0), |_, owner| Some(owner))
     }
 
-    /// [`advance`](Self::advance) under a label requirement (`mask`, its
-    /// label bits; `eligible`, its nodes): at each point the serving node
-    /// is its owner if eligible, else the first eligible node that
-    /// generated the same hash (a collided point), else none. With a label
-    /// index the walk visits only the points it cannot rule out.
-    pub(crate) fn advance_required(
-        &self,
-        c: &mut FailoverCursor,
-        eligible: &NodeSet,
-        mask: u64,
-    ) -> crate::Result<Option<usize>> {
-        if c.ring != self.id {
-            return Err(crate::Error::ForeignCursor);
-        }
-        let winner = |pos: usize, owner: usize| {
-            if eligible.contains(owner) {
-                Some(owner)
-            } else {
-                self.collisions.at(pos).and_then(|list| {
-                    list.iter()
-                        .map(|&n| n as usize)
-                        .find(|&n| eligible.contains(n))
-                })
-            }
-        };
-        if self.label_index.is_empty() {
-            return Ok(self.advance_with(c, |_, _| Some(0), winner));
-        }
-        let len = self.points.len();
-        Ok(self.advance_with(
-            c,
-            |pos, max| self.label_index.next(pos, len, mask, max),
-            winner,
-        ))
-    }
-
     /// The walk: `skip(pos, max)` says how many points from `pos` on can be
     /// passed over (`None`: all of the next `max`), `winner(pos, owner)`
     /// names the node serving point `pos` (or none); down nodes and nodes
     /// already yielded are skipped.
     #[inline]
-    fn advance_with(
+    pub(super) fn advance_with(
         &self,
         c: &mut FailoverCursor,
         skip: impl Fn(usize, usize) -> Option<usize>,
@@ -274,6 +237,13 @@ pub struct FailoverCursor {
     /// of walking the rest of the ring for nothing.
     limit: usize,
     seen: Seen,
+}
+
+impl FailoverCursor {
+    /// Whether `ring` made this cursor.
+    pub(super) fn is_of(&self, ring: &Ring) -> bool {
+        self.ring == ring.id
+    }
 }
 
 const INLINE_SEEN: usize = 16;

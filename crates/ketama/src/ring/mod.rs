@@ -2,20 +2,29 @@
 //! beside them (down nodes, collided points, labels).
 //!
 //! - `build`: [`RingBuilder`], validation and point generation;
-//! - `lookup`: lookups, batches, failover walks and their cursors, the
-//!   label-requirement walk.
+//! - `rebuild`: a new ring from an old one, reusing its points;
+//! - `lookup`: lookups, batches, failover walks and their cursors;
+//! - `labels`, `label_index`: label names and bits, node sets, the
+//!   per-point label index; `required`: the walk under a requirement.
 
 mod build;
+mod label_index;
+mod labels;
 mod lookup;
+mod rebuild;
+mod required;
 
 pub use build::{RingBuilder, MAX_POINTS};
+pub(crate) use label_index::LabelIndex;
+pub use label_index::LABEL_INDEX_MAX_LABELS;
+pub use labels::MAX_LABELS;
+pub(crate) use labels::{Labels, NodeSet};
 pub use lookup::{Failover, FailoverCursor};
 
 use crate::layout::Points;
 use crate::node::Node;
 use crate::settings::RingSettings;
 use crate::sort::Collisions;
-use crate::subset::{LabelIndex, Labels};
 use crate::{Layout, Scheme};
 
 /// A built consistent-hash ring: nodes in configuration order and their

@@ -94,8 +94,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-use crate::compact::Compact;
+mod bits;
+mod compact;
+
 use crate::sort;
+use compact::Compact;
 
 /// A ring's storage layout. See the [module docs](self) for the byte counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
