@@ -32,11 +32,11 @@
 //!
 //! let mut route = table.route(b"/images/cat.jpg", Some(eu), None)?;
 //! assert_eq!(route.version(), Version::Only);
-//! let first = table.next(&mut route).unwrap();
-//! let second = table.next_where(&mut route, |n| n != first).unwrap();
+//! let first = table.next(&mut route)?.expect("two eu nodes");
+//! let second = table.next_where(&mut route, |n| n != first)?.expect("two eu nodes");
 //! assert!(table.node(&route, first).labels().any(|l| l == "eu"));
 //! assert!(table.node(&route, second).labels().any(|l| l == "eu"));
-//! assert_eq!(table.next(&mut route), None); // only two eu nodes
+//! assert_eq!(table.next(&mut route)?, None); // only two eu nodes
 //! # Ok::<(), ketama::Error>(())
 //! ```
 

@@ -24,6 +24,8 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+mod wire;
+
 /// What can go wrong talking to etcd.
 #[derive(Debug, thiserror::Error)]
 pub enum EtcdError {
@@ -158,40 +160,33 @@ impl Watch {
             if line.trim().is_empty() {
                 continue;
             }
-            let v: Value = serde_json::from_str(&line).map_err(|e| bad("watch", e))?;
-            if let Some(err) = v.get("error") {
+            let msg: wire::WatchLine = serde_json::from_str(&line).map_err(|e| bad("watch", e))?;
+            if let Some(err) = msg.error {
                 return Err(EtcdError::BadAnswer {
                     what: "watch",
                     reason: err.to_string(),
                 });
             }
-            let r = v.get("result").ok_or_else(|| bad("watch", "no result"))?;
-            let compacted = int(r.get("compact_revision"));
+            let r = msg.result.ok_or_else(|| bad("watch", "no result"))?;
+            let compacted = r.compact_revision.0;
             if compacted > 0 {
                 return Err(EtcdError::Compacted {
                     wanted: self.start,
                     compacted,
                 });
             }
-            if r.get("canceled").and_then(Value::as_bool) == Some(true) {
+            if r.canceled {
                 return Ok(None);
             }
-            let revision = int(r.pointer("/header/revision"));
-            let mut events = Vec::new();
-            for e in r
-                .get("events")
-                .and_then(Value::as_array)
+            let revision = r.header.revision.0;
+            let events = r
+                .events
                 .into_iter()
-                .flatten()
-            {
-                let kv = e
-                    .get("kv")
-                    .ok_or_else(|| bad("watch", "event without kv"))?;
-                events.push(Event {
-                    kv: kv_of(kv, "watch")?,
-                    deleted: e.get("type").and_then(Value::as_str) == Some("DELETE"),
-                });
-            }
+                .map(|e| Event {
+                    deleted: e.kind == "DELETE",
+                    kv: e.kv.into(),
+                })
+                .collect();
             return Ok(Some(WatchBatch { revision, events }));
         }
     }
@@ -222,31 +217,8 @@ fn bad(what: &'static str, reason: impl std::fmt::Display) -> EtcdError {
     }
 }
 
-/// The gateway's 64-bit integers are strings; absent means 0.
-fn int(v: Option<&Value>) -> i64 {
-    match v {
-        Some(Value::String(s)) => s.parse().unwrap_or(0),
-        Some(Value::Number(n)) => n.as_i64().unwrap_or(0),
-        _ => 0,
-    }
-}
-
 fn b64(bytes: &[u8]) -> String {
     B64.encode(bytes)
-}
-
-fn kv_of(v: &Value, what: &'static str) -> Result<Kv> {
-    let decode = |field: &str| -> Result<Vec<u8>> {
-        match v.get(field).and_then(Value::as_str) {
-            Some(s) => B64.decode(s).map_err(|e| bad(what, e)),
-            None => Ok(Vec::new()),
-        }
-    };
-    Ok(Kv {
-        key: String::from_utf8_lossy(&decode("key")?).into_owned(),
-        value: decode("value")?,
-        mod_revision: int(v.get("mod_revision")),
-    })
 }
 
 /// The end of the range of every key starting with `prefix`.
@@ -353,22 +325,17 @@ impl Client {
             .agent
             .post(&format!("{base}/v3/auth/authenticate"))
             .send_string(&body);
-        let v = self.answer(resp, base, "authenticate")?;
-        let t = v
-            .get("token")
-            .and_then(Value::as_str)
-            .ok_or_else(|| bad("authenticate", "no token"))?
-            .to_string();
+        let t = self.answer::<wire::Auth>(resp, base, "authenticate")?.token;
         *token = Some(t.clone());
         Ok(Some(t))
     }
 
-    fn answer(
+    fn answer<T: serde::de::DeserializeOwned>(
         &self,
         resp: std::result::Result<ureq::Response, ureq::Error>,
         base: &str,
         what: &'static str,
-    ) -> Result<Value> {
+    ) -> Result<T> {
         match resp {
             Ok(r) => {
                 let text = r.into_string().map_err(|e| bad(what, e))?;
@@ -440,7 +407,12 @@ impl Client {
         })
     }
 
-    fn post(&self, path: &str, body: &Value, what: &'static str) -> Result<Value> {
+    fn post<T: serde::de::DeserializeOwned>(
+        &self,
+        path: &str,
+        body: &Value,
+        what: &'static str,
+    ) -> Result<T> {
         let body = body.to_string();
         self.send(what, |base, token| {
             let mut req = self.agent.post(&format!("{base}{path}"));
@@ -454,38 +426,25 @@ impl Client {
     /// A key's value and mod revision (`None`: absent), and the store's
     /// revision at the read.
     pub fn get(&self, key: &str) -> Result<(Option<Kv>, i64)> {
-        let v = self.post(
+        let v: wire::Range = self.post(
             "/v3/kv/range",
             &json!({"key": b64(key.as_bytes())}),
             "range",
         )?;
-        let kv = match v
-            .get("kvs")
-            .and_then(Value::as_array)
-            .and_then(|a| a.first())
-        {
-            Some(kv) => Some(kv_of(kv, "range")?),
-            None => None,
-        };
-        Ok((kv, int(v.pointer("/header/revision"))))
+        let revision = v.header.revision.0;
+        Ok((v.kvs.into_iter().next().map(Kv::from), revision))
     }
 
     /// Every key starting with `prefix`, in key order, and the store's
     /// revision at the read.
     pub fn list(&self, prefix: &str) -> Result<(Vec<Kv>, i64)> {
-        let v = self.post(
+        let v: wire::Range = self.post(
             "/v3/kv/range",
             &json!({"key": b64(prefix.as_bytes()), "range_end": b64(&prefix_end(prefix))}),
             "range",
         )?;
-        let kvs = v
-            .get("kvs")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .map(|kv| kv_of(kv, "range"))
-            .collect::<Result<Vec<_>>>()?;
-        Ok((kvs, int(v.pointer("/header/revision"))))
+        let revision = v.header.revision.0;
+        Ok((v.kvs.into_iter().map(Kv::from).collect(), revision))
     }
 
     /// Writes a key (attached to `lease` when given); returns the new
@@ -495,8 +454,8 @@ impl Client {
         if let Some(l) = lease {
             body["lease"] = json!(l.to_string());
         }
-        let v = self.post("/v3/kv/put", &body, "put")?;
-        Ok(int(v.pointer("/header/revision")))
+        let v: wire::Written = self.post("/v3/kv/put", &body, "put")?;
+        Ok(v.header.revision.0)
     }
 
     /// Writes a key only if its mod revision is still `expected` (0: the
@@ -509,13 +468,17 @@ impl Client {
             "success": [{"request_put": {"key": k, "value": b64(value)}}],
             "failure": [{"request_range": {"key": k}}],
         });
-        let v = self.post("/v3/kv/txn", &body, "txn")?;
-        if v.get("succeeded").and_then(Value::as_bool) == Some(true) {
-            return Ok(int(v.pointer("/header/revision")));
+        let v: wire::Txn = self.post("/v3/kv/txn", &body, "txn")?;
+        if v.succeeded {
+            return Ok(v.header.revision.0);
         }
+        // The failure branch read the key: absent (0) or its revision.
         let current = v
-            .pointer("/responses/0/response_range/kvs/0")
-            .map_or(0, |kv| int(kv.get("mod_revision")));
+            .responses
+            .first()
+            .and_then(|r| r.response_range.as_ref())
+            .and_then(|r| r.kvs.first())
+            .map_or(0, |kv| kv.mod_revision.0);
         Err(EtcdError::Conflict {
             key: key.to_string(),
             expected,
@@ -525,12 +488,12 @@ impl Client {
 
     /// Grants a lease of `ttl` seconds; returns its id.
     pub fn grant(&self, ttl: i64) -> Result<i64> {
-        let v = self.post(
+        let v: wire::Grant = self.post(
             "/v3/lease/grant",
             &json!({"TTL": ttl.to_string()}),
             "lease grant",
         )?;
-        let id = int(v.get("ID"));
+        let id = v.id.0;
         if id == 0 {
             return Err(bad("lease grant", "no lease id"));
         }
@@ -540,17 +503,17 @@ impl Client {
     /// Renews a lease; returns its TTL in seconds (0: the lease is gone,
     /// grant a new one).
     pub fn keep_alive(&self, id: i64) -> Result<i64> {
-        let v = self.post(
+        let v: wire::KeepAlive = self.post(
             "/v3/lease/keepalive",
             &json!({"ID": id.to_string()}),
             "lease keepalive",
         )?;
-        Ok(int(v.pointer("/result/TTL")))
+        Ok(v.result.map_or(0, |r| r.ttl.0))
     }
 
     /// Revokes a lease and the keys attached to it.
     pub fn revoke(&self, id: i64) -> Result<()> {
-        self.post(
+        self.post::<wire::Written>(
             "/v3/lease/revoke",
             &json!({"ID": id.to_string()}),
             "lease revoke",

@@ -1,0 +1,310 @@
+//! Validation of the proxy's own sections, one function each:
+//! `[server]`, `[admin]`, the rings and key, `[[backends]]`,
+//! `[[label_rules]]`. Errors name the file and the key.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use ketama::RingSettings;
+
+use super::{addr, err, ring_of, KeySource, Matcher};
+use crate::discovery::DiscoverySource;
+use crate::model::Config;
+use crate::ConfigError;
+
+/// `[server]`: the listeners and every limit.
+pub(super) fn listeners(config: &Config, file: &str) -> Result<Vec<SocketAddr>, ConfigError> {
+    let s = &config.server;
+    if s.listen.is_empty() {
+        return Err(err(
+            file,
+            "server.listen",
+            "give at least one address to listen on",
+        ));
+    }
+    let listen = s
+        .listen
+        .iter()
+        .enumerate()
+        .map(|(i, l)| addr(l, file, &format!("server.listen[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if s.threads == 0 {
+        return Err(err(file, "server.threads", "must be at least 1"));
+    }
+    for (key, ms) in [
+        (
+            "server.client_header_timeout_ms",
+            s.client_header_timeout_ms,
+        ),
+        ("server.keepalive_timeout_ms", s.keepalive_timeout_ms),
+        ("server.client_body_timeout_ms", s.client_body_timeout_ms),
+        ("server.connect_timeout_ms", s.connect_timeout_ms),
+        ("server.read_timeout_ms", s.read_timeout_ms),
+        ("server.write_timeout_ms", s.write_timeout_ms),
+        ("server.fail_timeout_ms", s.fail_timeout_ms),
+    ] {
+        if ms == 0 {
+            return Err(err(file, key, "must be at least 1 (milliseconds)"));
+        }
+    }
+    if !(1024..=1 << 20).contains(&s.max_header_bytes) {
+        return Err(err(
+            file,
+            "server.max_header_bytes",
+            "must be from 1024 to 1048576 (1 MiB, Pingora's own cap on a request head)",
+        ));
+    }
+    if s.max_connections == Some(0) {
+        return Err(err(
+            file,
+            "server.max_connections",
+            "must be at least 1 (leave it out to derive it from the file limit)",
+        ));
+    }
+    if !(0.0..=1.0).contains(&s.trace_sample) {
+        return Err(err(
+            file,
+            "server.trace_sample",
+            "must be a share from 0.0 to 1.0",
+        ));
+    }
+    Ok(listen)
+}
+
+/// `[admin]`: its listener (loopback, apart from the proxy's) and the
+/// token, with what is allowed but probably not meant in `warnings`.
+pub(super) fn admin(
+    config: &Config,
+    file: &str,
+    listen: &[SocketAddr],
+    warnings: &mut Vec<String>,
+) -> Result<(SocketAddr, Option<String>), ConfigError> {
+    let admin_listen = addr(&config.admin.listen, file, "admin.listen")?;
+    if !admin_listen.ip().is_loopback() {
+        return Err(err(
+            file,
+            "admin.listen",
+            "the admin API listens on loopback only (127.0.0.1 or [::1])",
+        ));
+    }
+    for (i, l) in listen.iter().enumerate() {
+        let clash = l.port() == admin_listen.port()
+            && (l.ip() == admin_listen.ip() || l.ip().is_unspecified());
+        if clash {
+            return Err(err(
+                file,
+                "admin.listen",
+                format!("{admin_listen} is also server.listen[{i}] ({l}): the proxy and the admin API need different addresses"),
+            ));
+        }
+        if let Some(j) = listen[..i].iter().position(|m| m == l) {
+            return Err(err(
+                file,
+                format!("server.listen[{i}]"),
+                format!("{l} repeats server.listen[{j}]"),
+            ));
+        }
+    }
+    if !config.admin.auth && (config.admin.token.is_some() || config.admin.token_env.is_some()) {
+        warnings.push(format!(
+            "{file}: admin: auth = false, so admin.token/admin.token_env is ignored: the admin API takes requests without a token"
+        ));
+    }
+    let token = if !config.admin.auth {
+        None
+    } else if let Some(t) = &config.admin.token {
+        if t.is_empty() {
+            return Err(err(
+                file,
+                "admin.token",
+                "is empty: give a token, or set auth = false",
+            ));
+        }
+        Some(t.clone())
+    } else if let Some(var) = &config.admin.token_env {
+        match std::env::var(var) {
+            Ok(t) if !t.is_empty() => Some(t),
+            _ => {
+                return Err(err(
+                    file,
+                    "admin.token_env",
+                    format!(
+                        "environment variable {var} is unset or empty: set it, or give admin.token"
+                    ),
+                ))
+            }
+        }
+    } else {
+        return Err(err(
+            file,
+            "admin",
+            "no token: give admin.token or admin.token_env (or auth = false on loopback for a demo)",
+        ));
+    };
+    Ok((admin_listen, token))
+}
+
+/// `[ring]`, `[migration]` and `[key]`.
+pub(super) fn rings_and_key(
+    config: &Config,
+    file: &str,
+) -> Result<(RingSettings, Option<RingSettings>, KeySource), ConfigError> {
+    let ring = ring_of(&config.ring, file, "ring")?;
+    let new_ring = match &config.migration {
+        None => None,
+        Some(m) => {
+            if m.global_bp > 10_000 {
+                return Err(err(
+                    file,
+                    "migration.global_bp",
+                    "over 10000 basis points: give 0 to 10000",
+                ));
+            }
+            for (name, bp) in &m.scopes {
+                if *bp > 10_000 {
+                    return Err(err(
+                        file,
+                        format!("migration.scopes.{name}"),
+                        "over 10000 basis points",
+                    ));
+                }
+            }
+            Some(ring_of(&m.ring, file, "migration.ring")?)
+        }
+    };
+    let key = match config.key.source.as_str() {
+        "path_query" => KeySource::PathQuery,
+        "path" => KeySource::Path,
+        "host_path" => KeySource::HostPath,
+        "header" => match &config.key.header {
+            Some(h) if !h.is_empty() => KeySource::Header(h.to_ascii_lowercase()),
+            _ => {
+                return Err(err(
+                    file,
+                    "key.header",
+                    "source = \"header\" needs the header's name",
+                ))
+            }
+        },
+        other => {
+            return Err(err(
+                file,
+                "key.source",
+                format!("unknown source {other:?}: use path_query, path, host_path or header"),
+            ))
+        }
+    };
+    Ok((ring, new_ring, key))
+}
+
+/// `[[backends]]`: each address parsed, none repeated, labels not empty.
+pub(super) fn backends(
+    config: &Config,
+    file: &str,
+    need_backends: bool,
+    discovery: &[DiscoverySource],
+) -> Result<Vec<SocketAddr>, ConfigError> {
+    if need_backends && config.backends.is_empty() && discovery.is_empty() {
+        return Err(err(
+            file,
+            "backends",
+            "no backends: add [[backends]] with an address, or a [[discovery]] source",
+        ));
+    }
+    let mut seen: HashMap<SocketAddr, usize> = HashMap::new();
+    let mut addrs = Vec::with_capacity(config.backends.len());
+    for (i, b) in config.backends.iter().enumerate() {
+        let k = format!("backends[{i}].address");
+        let a = addr(&b.address, file, &k)?;
+        for (key, ms) in [
+            ("connect_timeout_ms", b.connect_timeout_ms),
+            ("read_timeout_ms", b.read_timeout_ms),
+            ("write_timeout_ms", b.write_timeout_ms),
+            ("fail_timeout_ms", b.fail_timeout_ms),
+        ] {
+            if ms == Some(0) {
+                return Err(err(
+                    file,
+                    format!("backends[{i}].{key}"),
+                    "must be at least 1 (milliseconds)",
+                ));
+            }
+        }
+        if let Some(first) = seen.insert(a, i) {
+            return Err(err(
+                file,
+                k,
+                if config.backends[first].address == b.address {
+                    format!("{} repeats backends[{first}]", b.address)
+                } else {
+                    format!(
+                        "{} repeats backends[{first}] ({}): the same socket address; keep one",
+                        b.address, config.backends[first].address
+                    )
+                },
+            ));
+        }
+        addrs.push(a);
+        if let Some(l) = b.labels.iter().find(|l| l.is_empty()) {
+            return Err(err(
+                file,
+                format!("backends[{i}].labels"),
+                format!("empty label {l:?}"),
+            ));
+        }
+    }
+    Ok(addrs)
+}
+
+/// `[[label_rules]]`: each matcher, labels some backend carries, and a
+/// scheme that takes requirements.
+pub(super) fn label_rules(
+    config: &Config,
+    file: &str,
+    discovery: &[DiscoverySource],
+    rings: (RingSettings, Option<RingSettings>),
+) -> Result<Vec<(Matcher, Vec<String>)>, ConfigError> {
+    let (ring, new_ring) = rings;
+    let mut rules = Vec::with_capacity(config.label_rules.len());
+    for (i, r) in config.label_rules.iter().enumerate() {
+        let k = format!("label_rules[{i}]");
+        let matcher = match (&r.host, &r.header, &r.value) {
+            (Some(h), None, None) => Matcher::Host(h.to_ascii_lowercase()),
+            (None, Some(h), Some(v)) => Matcher::Header(h.to_ascii_lowercase(), v.clone()),
+            _ => {
+                return Err(err(
+                    file,
+                    k,
+                    "give either host = \"...\" or header = \"...\" with value = \"...\"",
+                ))
+            }
+        };
+        let known = |l: &String| {
+            config.backends.iter().any(|b| b.labels.contains(l))
+                || discovery.iter().any(|d| d.labels.contains(l))
+        };
+        if let Some(l) = r.require.iter().find(|l| !known(l)) {
+            return Err(err(
+                file,
+                format!("{k}.require"),
+                format!("no backend carries label {l:?}"),
+            ));
+        }
+        rules.push((matcher, r.require.clone()));
+    }
+    for (key, settings) in [
+        ("ring.compat", Some(ring)),
+        ("migration.ring.compat", new_ring),
+    ] {
+        let obstacle =
+            settings.and_then(|s| s.compat.requirement_obstacle().map(|w| (s.compat, w)));
+        if let (Some((compat, why)), false) = (obstacle, rules.is_empty()) {
+            return Err(err(
+                file,
+                key,
+                format!("label rules need the nginx or pingora-v2 scheme, not {compat} ({why}): change the scheme or remove [[label_rules]]"),
+            ));
+        }
+    }
+    Ok(rules)
+}
