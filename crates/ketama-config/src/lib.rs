@@ -57,3 +57,9 @@ pub struct ConfigError {
     /// What is wrong and how to fix it.
     pub message: String,
 }
+
+/// This crate's README (what crates.io shows), compiled and run as a
+/// doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;

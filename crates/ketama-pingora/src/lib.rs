@@ -145,8 +145,30 @@ impl BackendIter for KetamaIter {
     }
 }
 
-/// The workspace README's examples (ketama and this crate), compiled and
-/// run as doctests here, where every crate they use is a dependency.
+/// The workspace README's examples, compiled and run as doctests here,
+/// where every crate they use is a dependency (only under `cargo test`:
+/// the files are outside this crate's package).
 #[cfg(doctest)]
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
+
+/// The library guide's examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/library.md")]
+pub struct LibraryGuideDoctests;
+
+/// The router guide's examples (the `ketama-pingora` drop-in).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/router.md")]
+pub struct RouterGuideDoctests;
+
+/// The bounded-loads guide's examples.
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/bounded-loads.md")]
+pub struct BoundedLoadsDoctests;
+
+/// This crate's README (what crates.io shows), compiled and run as a
+/// doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;

@@ -5,7 +5,7 @@
 //! chain, 160 per weight unit by default) on a 32-bit ring; a key goes to
 //! the first point at or after its hash. The [`Scheme`] picks which
 //! peer's hashing and collision rule to reproduce; the [`Layout`] picks how
-//! many bytes a point costs (8, 6, or 3.0 to 3.7 in `Compact`), and never
+//! many bytes a point costs (8, 6, or 3.0 to 3.5 in `Compact`), and never
 //! changes routing.
 //!
 //! This crate is pure and synchronous: no I/O, no threads.
@@ -48,7 +48,7 @@
 //!
 //! | for | use | costs |
 //! |---|---|---|
-//! | a server, its weight, labels, `down` | [`Node`], [`parse_servers`] | its strings + 40 B |
+//! | a server, its weight, labels, `down` | [`Node`], [`parse_servers`] | its strings + 56 B |
 //! | building a ring | [`RingBuilder`] with [`RingSettings`] ([`Scheme`], [`Layout`], point multiple) | `O(P)`, 16 B/point at the peak |
 //! | one key's node, a batch, failover order | [`Ring::node`], [`Ring::node_indices_for_hashes`], [`Ring::failover`] / [`FailoverCursor`] | one hash + one search |
 //! | only nodes carrying some labels | [`Requirement`], [`RequirementCache`] ([`subset`] explains how one ring serves every combination) | F bits/point for F labels (the label index), 1 bit/node a requirement (+ a dedicated ring for sets under 1/32 of the weight) |
@@ -112,3 +112,9 @@ pub use servers::parse_servers;
 pub use settings::{RingSettings, DEFAULT_POINT_MULTIPLE};
 pub use subset::{Requirement, RequirementCache};
 pub use version::Version;
+
+/// This crate's README (what crates.io shows), compiled and run as a
+/// doctest.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct CrateReadmeDoctests;

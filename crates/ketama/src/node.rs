@@ -169,3 +169,12 @@ mod tests {
         assert_eq!(out, b"10.0.0.1\x0080");
     }
 }
+
+#[cfg(test)]
+mod size {
+    /// The size the docs state (`Node`, `lib.rs`, `Ring`): keep them true.
+    #[test]
+    fn a_node_is_56_bytes() {
+        assert_eq!(std::mem::size_of::<super::Node>(), 56);
+    }
+}

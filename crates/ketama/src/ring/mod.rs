@@ -32,7 +32,7 @@ use crate::{Layout, Scheme};
 ///
 /// Immutable once built; share it behind an `Arc` (or `ArcSwap`) between
 /// threads. Cost: the layout's bytes per point, plus per node its server
-/// string, its labels and 40 bytes (the [`Node`] itself), plus 8 bytes per
+/// string, its labels and 56 bytes (the [`Node`] itself), plus 8 bytes per
 /// node when any node carries labels and one bit per node when any is
 /// down, plus 12 bytes per collided point (a few hundred bytes at CDN
 /// sizes, see [`crate::subset`]).
