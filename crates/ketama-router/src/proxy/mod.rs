@@ -546,3 +546,6 @@ impl Router {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,138 @@
+//! The proxy's pure parts: the routing key, label rules, the headers it
+//! adds, and the words of its error bodies.
+
+use super::*;
+use crate::health::HealthRegistry;
+use crate::metrics::Metrics;
+
+fn req(target: &str, headers: &[(&str, &str)]) -> RequestHeader {
+    let mut r = RequestHeader::build("GET", target.as_bytes(), None).unwrap();
+    for (k, v) in headers {
+        r.append_header(k.to_string(), *v).unwrap();
+    }
+    r
+}
+
+fn key_of(r: &RequestHeader, key: &Key) -> Vec<u8> {
+    with_routing_key(r, key, |k| k.to_vec())
+}
+
+#[test]
+fn routing_keys() {
+    let r = req(
+        "/a/b.jpg?w=1&h=2",
+        &[("host", "img.example:8080"), ("x-k", "v1")],
+    );
+    assert_eq!(key_of(&r, &Key::PathQuery), b"/a/b.jpg?w=1&h=2");
+    assert_eq!(key_of(&r, &Key::Path), b"/a/b.jpg");
+    assert_eq!(
+        key_of(&r, &Key::HostPath),
+        b"img.example:8080/a/b.jpg?w=1&h=2"
+    );
+    let h = Key::Header(http::HeaderName::from_static("x-k"));
+    assert_eq!(key_of(&r, &h), b"v1");
+    // A missing header is the empty key (every such request on one node).
+    let none = Key::Header(http::HeaderName::from_static("x-none"));
+    assert_eq!(key_of(&r, &none), b"");
+    // Without a query, path_query is the path; without a Host, host_path
+    // is the path and query alone.
+    let r = req("/plain", &[]);
+    assert_eq!(key_of(&r, &Key::PathQuery), b"/plain");
+    assert_eq!(key_of(&r, &Key::HostPath), b"/plain");
+}
+
+#[test]
+fn forwarded_headers() {
+    let ip: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+    let mut r = req("/", &[]);
+    add_forwarded_headers(&mut r, Some(ip)).unwrap();
+    assert_eq!(r.headers["x-forwarded-for"], "192.0.2.7");
+    assert_eq!(r.headers["x-forwarded-proto"], "http");
+    // Every line that came in, in order, then the client.
+    let mut r = req(
+        "/",
+        &[
+            ("x-forwarded-for", "10.0.0.1"),
+            ("x-forwarded-for", "10.0.0.2, 10.0.0.3"),
+        ],
+    );
+    add_forwarded_headers(&mut r, Some(ip)).unwrap();
+    let all: Vec<_> = r.headers.get_all("x-forwarded-for").iter().collect();
+    assert_eq!(all, ["10.0.0.1, 10.0.0.2, 10.0.0.3, 192.0.2.7"]);
+    // No client address (a Unix socket): the chain is left as it came.
+    let mut r = req("/", &[("x-forwarded-for", "10.0.0.1")]);
+    add_forwarded_headers(&mut r, None).unwrap();
+    assert_eq!(r.headers["x-forwarded-for"], "10.0.0.1");
+    // The cache gives the same value for the same address.
+    assert_eq!(forwarded_for(ip), forwarded_for(ip));
+    let v6: std::net::IpAddr = "2001:db8::1".parse().unwrap();
+    assert_eq!(forwarded_for(v6), "2001:db8::1");
+}
+
+fn state(extra: &str) -> RoutingState {
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:1\"\nauth = false\n{extra}\n[[backends]]\naddress = \"127.0.0.1:9001\"\nlabels = [\"eu\"]\n[[backends]]\naddress = \"127.0.0.1:9002\"\nlabels = [\"us\"]\n"
+    );
+    let v = ketama_config::parse(&text, "t.toml").unwrap();
+    RoutingState::build(
+        v,
+        &HealthRegistry::default(),
+        &Metrics::default(),
+        &[],
+        None,
+    )
+    .unwrap()
+}
+
+#[test]
+fn label_rules_match_as_documented() {
+    let s = state(
+        "[[label_rules]]\nhost = \"EU.example\"\nrequire = [\"eu\"]\n[[label_rules]]\nheader = \"x-region\"\nvalue = \"us\"\nrequire = [\"us\"]\n",
+    );
+    // Host: the port stripped, ASCII case ignored.
+    assert_eq!(
+        matching_rule(&req("/", &[("host", "eu.EXAMPLE:8443")]), &s),
+        Some(0)
+    );
+    assert_eq!(
+        matching_rule(&req("/", &[("host", "eu.example.org")]), &s),
+        None
+    );
+    // Header: the exact value.
+    assert_eq!(matching_rule(&req("/", &[("x-region", "us")]), &s), Some(1));
+    assert_eq!(matching_rule(&req("/", &[("x-region", "US")]), &s), None);
+    // The first rule that matches wins.
+    let both = req("/", &[("host", "eu.example"), ("x-region", "us")]);
+    assert_eq!(matching_rule(&both, &s), Some(0));
+    // The rule's requirement routes to its label only.
+    let mut route = decide(&both, &s).unwrap();
+    let n = s.plan.table.next(&mut route).unwrap().unwrap();
+    assert_eq!(s.backends[n].server, "127.0.0.1:9001");
+    assert_eq!(s.plan.table.next(&mut route).unwrap(), None);
+}
+
+#[test]
+fn response_headers() {
+    let s = state("");
+    let mut resp = ResponseHeader::build(200, None).unwrap();
+    add_response_headers(&mut resp, &s, Some(1), ketama::Version::Only, 0).unwrap();
+    assert_eq!(resp.headers["x-ketama-backend"], "127.0.0.1:9002");
+    assert_eq!(resp.headers["x-ketama-ring"], "only");
+    assert!(resp.headers.get("x-ketama-spill").is_none());
+    let mut resp = ResponseHeader::build(502, None).unwrap();
+    add_response_headers(&mut resp, &s, None, ketama::Version::New, 3).unwrap();
+    assert!(resp.headers.get("x-ketama-backend").is_none());
+    assert_eq!(resp.headers["x-ketama-spill"], "3");
+    assert_eq!(spill_header(1), "1");
+    assert_eq!(spill_header(1000), "1000");
+}
+
+#[test]
+fn error_bodies_in_words() {
+    let e = Error::new(ErrorType::ConnectRefused);
+    assert_eq!(in_words(&e), "the backend refused the connection");
+    let e = Error::explain(ErrorType::HTTPStatus(400), "duplicate Content-Length");
+    assert_eq!(in_words(&e), "duplicate Content-Length");
+    let e = Error::new(ErrorType::InternalError);
+    assert_eq!(in_words(&e), "the request could not be proxied");
+}
