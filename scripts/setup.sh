@@ -3,7 +3,8 @@
 # cmake (Pingora builds C dependencies with it), the real peers the tests
 # start (dnsmasq for DNS discovery, etcd for fleet control; nutcracker,
 # memcached and libmemcached for the memcached schemes), a TrueType font for
-# charts, and Python's prometheus_client (the tests check /metrics with it).
+# charts, man (a test renders the generated man pages), and Python's
+# prometheus_client (the tests check /metrics with it).
 # Only what is missing is installed; needs root or sudo for apt-get.
 set -euo pipefail
 need=()
@@ -14,6 +15,8 @@ command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
 [ -e /usr/include/libmemcached/memcached.h ] || need+=(libmemcached-dev)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+# man renders the generated man pages in a test.
+command -v man >/dev/null 2>&1 || need+=(man-db)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 command -v pip3 >/dev/null 2>&1 || python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then

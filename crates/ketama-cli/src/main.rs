@@ -11,6 +11,7 @@ mod args;
 mod bench;
 mod diff;
 mod fleet;
+mod generate;
 mod migrate_plan;
 mod plot;
 mod recommend;
@@ -25,7 +26,7 @@ static GLOBAL: bench::alloc::Counting = bench::alloc::Counting;
 /// Consistent hashing identical to nginx and pingora-ketama.
 #[derive(Parser, Debug)]
 #[command(name = "ketama", version, about, long_about = None)]
-struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -56,6 +57,9 @@ enum Command {
     /// Steer a fleet of ketama-routers through etcd: push the routing
     /// config, set the rollout, see what every router applied.
     Fleet(fleet::FleetArgs),
+    /// Write the man pages or shell completions (for packagers).
+    #[command(hide = true)]
+    Generate(generate::GenerateArgs),
 }
 
 fn main() -> ExitCode {
@@ -70,6 +74,7 @@ fn main() -> ExitCode {
         Command::MigratePlan(a) => migrate_plan::run(a),
         Command::Simulate(a) => simulate::run(a),
         Command::Fleet(a) => fleet::run(a),
+        Command::Generate(a) => generate::run(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
