@@ -582,22 +582,9 @@ fn an_operators_rollout_survives_a_dns_change() {
     let path = dir.path().join("router.toml");
     let text = config_with(&[], proxy, admin, "", migration) + &discovery_config(dns.port, "");
     std::fs::write(&path, text).unwrap();
-    let r = start_router_with(
-        &path,
-        proxy,
-        admin,
-        &[],
-        Some(&dir.path().join("router.log")),
-    );
+    let r = start_router_with(&path, proxy, admin, &[], None);
     assert_eq!(status_backends(&r).len(), 4);
-    let put = request(
-        r.admin,
-        "PUT",
-        "/rollout",
-        &[("authorization", "Bearer sekret")],
-        "{\"global_bp\": 5000}",
-    )
-    .unwrap();
+    let put = admin_call(&r, "PUT", "/rollout", "{\"global_bp\": 5000}");
     assert_eq!(put.status, 200, "{}", put.body);
     dns.serve(&records);
     wait_for(Duration::from_secs(10), || status_backends(&r).len() == 5);
@@ -605,14 +592,7 @@ fn an_operators_rollout_survives_a_dns_change() {
     assert_eq!(rollout["global_bp"], 5000, "{rollout}");
     assert_eq!(rollout["origin"], "admin", "{rollout}");
     // A reload gives the config's back, as documented.
-    let reload = request(
-        r.admin,
-        "POST",
-        "/reload",
-        &[("authorization", "Bearer sekret")],
-        "",
-    )
-    .unwrap();
+    let reload = admin_call(&r, "POST", "/reload", "");
     assert_eq!(reload.status, 200, "{}", reload.body);
     assert_eq!(status_json(&r)["rollout"]["global_bp"], 0);
 }

@@ -288,3 +288,15 @@ pub fn sample(metrics: &str, name_and_labels: &str) -> f64 {
         .find_map(|l| l.strip_prefix(name_and_labels)?.trim().parse().ok())
         .unwrap_or(0.0)
 }
+
+/// One admin API request with the tests' token.
+pub fn admin_call(r: &RouterProc, method: &str, path: &str, body: &str) -> Resp {
+    request(
+        r.admin,
+        method,
+        path,
+        &[("authorization", "Bearer sekret")],
+        body,
+    )
+    .unwrap()
+}
