@@ -76,3 +76,28 @@ fn bash_completes_a_subcommand() {
     let out = Command::new("bash").args(["-c", &script]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "route");
 }
+
+/// The pages and completions the Debian package ships
+/// (`packaging/generated/`) are what the generator writes now; after a
+/// change to the command line, regenerate them with
+/// `ketama generate man packaging/generated/man` and
+/// `ketama generate completions packaging/generated/completions`.
+#[test]
+fn the_packaged_files_are_current() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/generated");
+    let dir = tempfile::tempdir().unwrap();
+    for (what, sub) in [("man", "man"), ("completions", "completions")] {
+        let fresh = dir.path().join(sub);
+        ketama(&["generate", what, fresh.to_str().unwrap()]);
+        for e in std::fs::read_dir(&fresh).unwrap() {
+            let p = e.unwrap().path();
+            let name = p.file_name().unwrap();
+            let committed = std::fs::read(root.join(sub).join(name))
+                .unwrap_or_else(|_| panic!("packaging/generated/{sub}/{name:?} is missing: regenerate it"));
+            assert!(
+                committed == std::fs::read(&p).unwrap(),
+                "packaging/generated/{sub}/{name:?} is stale: regenerate it"
+            );
+        }
+    }
+}

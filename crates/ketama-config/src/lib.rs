@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod discovery;
+pub mod keys;
 pub mod model;
 mod plan;
 mod position;

@@ -43,6 +43,29 @@ struct Args {
     /// free port).
     #[arg(long, conflicts_with = "config")]
     admin: Option<std::net::SocketAddr>,
+    /// Write ketama-router(8) and ketama-router.toml(5) into DIR and exit
+    /// (for packagers).
+    #[arg(long, hide = true, value_name = "DIR", conflicts_with_all = ["config", "upgrade", "listen", "admin"])]
+    generate_man: Option<PathBuf>,
+}
+
+/// Writes the man pages: this command's (from its clap definition) and the
+/// config file's (from `ketama_config::keys`, which the guide's table is
+/// made of too).
+fn generate_man(dir: &std::path::Path) -> anyhow::Result<()> {
+    use clap::CommandFactory;
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let mut page = Vec::new();
+    clap_mangen::Man::new(Args::command())
+        .section("8")
+        .render(&mut page)?;
+    let write = |name: &str, bytes: &[u8]| {
+        let path = dir.join(name);
+        std::fs::write(&path, bytes).with_context(|| format!("cannot write {}", path.display()))
+    };
+    write("ketama-router.8", &page)?;
+    let toml = ketama_config::keys::man_page(env!("CARGO_PKG_VERSION"));
+    write("ketama-router.toml.5", toml.as_bytes())
 }
 
 fn main() -> ExitCode {
@@ -95,6 +118,9 @@ fn main() -> ExitCode {
 }
 
 fn run(args: Args, early: Early) -> anyhow::Result<()> {
+    if let Some(dir) = &args.generate_man {
+        return generate_man(dir);
+    }
     let (validated, source) = match &args.config {
         Some(p) => {
             let v = ketama_config::load(p)?;

@@ -1,0 +1,241 @@
+//! Every configuration key with its default and what it does: the one
+//! source of the router guide's key table (`docs/router.md`, between its
+//! `keys:begin`/`keys:end` markers) and of the `ketama-router.toml(5)` man
+//! page, so neither can drift from the other. A test checks that every
+//! field of [`crate::model`] is listed here and that the guide's table is
+//! this one.
+
+/// One key of the configuration file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyDoc {
+    /// The section (`server`, `[backends]` for an array of tables).
+    pub section: &'static str,
+    /// The key within it.
+    pub key: &'static str,
+    /// Its default, as written in TOML (`-`: required or absent).
+    pub default: &'static str,
+    /// What it does.
+    pub what: &'static str,
+}
+
+const fn k(
+    section: &'static str,
+    key: &'static str,
+    default: &'static str,
+    what: &'static str,
+) -> KeyDoc {
+    KeyDoc {
+        section,
+        key,
+        default,
+        what,
+    }
+}
+
+/// Every key, section by section, in the order of the file's sections.
+pub const KEYS: &[KeyDoc] = &[
+    k("server", "listen", "[\"127.0.0.1:8080\"]", "proxy listeners, IP:PORT each (restart to change)"),
+    k("server", "threads", "1", "worker threads (restart to change)"),
+    k("server", "work_stealing", "false", "let idle threads take others' connections (restart to change)"),
+    k("server", "retries", "2", "failovers to the next backend in ring order after a failed attempt"),
+    k("server", "response_headers", "true", "add x-ketama-backend and x-ketama-ring to responses"),
+    k("server", "forwarded_headers", "true", "add X-Forwarded-For and X-Forwarded-Proto to proxied requests"),
+    k("server", "trace_sample", "0.0", "share of requests whose selection is logged (key hash, ring, backend, attempts, status)"),
+    k("server", "grace_period_seconds", "1", "how long a graceful stop waits for requests in flight (restart to change)"),
+    k("server", "upstream_keepalive_pool_size", "128", "idle upstream connections kept per process (restart to change)"),
+    k("server", "upgrade_sock", "-", "the Unix socket a graceful upgrade hands the listeners over (default: one in the temporary directory named after the first listener)"),
+    k("server", "max_header_bytes", "32768", "largest request head; over it: 431 (1024 to 1048576)"),
+    k("server", "client_header_timeout_ms", "60000", "the whole request head must arrive within it; else 408"),
+    k("server", "keepalive_timeout_ms", "75000", "an idle kept-alive client connection is closed after it"),
+    k("server", "client_body_timeout_ms", "60000", "longest wait between two reads of a request body; else 408"),
+    k("server", "max_connections", "-", "client connections at once; past it new ones are closed (default: half of what the file limit leaves after a reserve)"),
+    k("server", "connect_timeout_ms", "1000", "backend connect timeout; a timeout fails over"),
+    k("server", "read_timeout_ms", "60000", "longest wait for backend response bytes; else 504"),
+    k("server", "write_timeout_ms", "60000", "longest wait to write the request to a backend"),
+    k("server", "max_fails", "1", "failures within fail_timeout_ms that take a backend out of rotation (0: off)"),
+    k("server", "fail_timeout_ms", "10000", "the failure window, and how long a failed backend stays out"),
+    k("admin", "listen", "-", "the admin API's address, loopback only (restart to change)"),
+    k("admin", "token", "-", "the bearer token the admin API requires"),
+    k("admin", "token_env", "-", "the environment variable holding the token instead"),
+    k("admin", "auth", "true", "false: the admin API takes requests without a token (loopback demos)"),
+    k("ring", "compat", "\"nginx\"", "the hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or twemproxy:HASH"),
+    k("ring", "layout", "\"compact\"", "how points are stored: wide (8 B), packed (6 B) or compact (about 3 B); routing is the same"),
+    k("ring", "point_multiple", "160", "points per weight unit"),
+    k("key", "source", "\"path_query\"", "the routing key: path_query (nginx's $request_uri), path, host_path or header"),
+    k("key", "header", "-", "the header whose value is the key, with source = \"header\""),
+    k("[backends]", "address", "-", "the backend, IP:PORT (required)"),
+    k("[backends]", "weight", "1", "its weight (0: drained, no points)"),
+    k("[backends]", "labels", "[]", "labels label rules can require"),
+    k("[backends]", "down", "false", "keep its points but route past it"),
+    k("[backends]", "connect_timeout_ms", "-", "its own connect timeout (default: server's)"),
+    k("[backends]", "read_timeout_ms", "-", "its own read timeout (default: server's)"),
+    k("[backends]", "write_timeout_ms", "-", "its own write timeout (default: server's)"),
+    k("[backends]", "max_fails", "-", "its own max_fails (default: server's)"),
+    k("[backends]", "fail_timeout_ms", "-", "its own fail_timeout_ms (default: server's)"),
+    k("[label_rules]", "host", "-", "match requests whose Host (port stripped, any case) is this"),
+    k("[label_rules]", "header", "-", "match requests with this header, with value"),
+    k("[label_rules]", "value", "-", "the header's exact value"),
+    k("[label_rules]", "require", "[]", "the labels a backend needs to serve a matching request; the first matching rule applies"),
+    k("migration", "ring", "-", "the new ring: { compat, layout, point_multiple } (the old one is [ring])"),
+    k("migration", "global_bp", "0", "share of keys routed by the new ring, in basis points (0 to 10000)"),
+    k("migration", "scopes", "{}", "per-scope overrides: { NAME = BP }"),
+    k("migration", "scope", "-", "this router's scope (with [control]: control.scope instead)"),
+    k("health", "enabled", "true", "active health checks"),
+    k("health", "path", "\"/health\"", "the path checked with GET; 2xx or 3xx passes"),
+    k("health", "interval_ms", "1000", "time between two rounds of checks"),
+    k("health", "timeout_ms", "500", "a check's timeout"),
+    k("health", "healthy_threshold", "1", "passes in a row that bring a backend back"),
+    k("health", "unhealthy_threshold", "2", "failures in a row that take a backend out"),
+    k("balance", "factor", "-", "bounded loads: no backend above factor% of the average load (100 to 1000; absent: off)"),
+    k("[discovery]", "srv", "-", "an SRV name: one backend per target and port"),
+    k("[discovery]", "name", "-", "a host name: one backend per A/AAAA address, with port"),
+    k("[discovery]", "port", "-", "the port of a name source's backends"),
+    k("[discovery]", "weight", "-", "SRV: \"equal\" (default) or \"srv\"; a name: a number (default 1)"),
+    k("[discovery]", "labels", "[]", "labels every backend of the source carries"),
+    k("[discovery]", "resolvers", "[]", "DNS servers, IP:PORT (default: the system's)"),
+    k("[discovery]", "min_interval_ms", "1000", "shortest time between two resolutions (the TTL is kept within the bounds)"),
+    k("[discovery]", "max_interval_ms", "60000", "longest time between two resolutions"),
+    k("[discovery]", "timeout_ms", "2000", "a query's timeout; a whole resolution gets three times it"),
+    k("[discovery]", "max_remove_share", "0.5", "a change removing more of the source's weight is held until confirmed"),
+    k("[discovery]", "confirm", "3", "resolutions in a row that confirm a held change"),
+    k("[discovery]", "wait_for_discovery", "false", "with no backend at start, wait for DNS instead of refusing to start"),
+    k("control", "etcd", "-", "etcd endpoint URLs (restart to change)"),
+    k("control", "prefix", "-", "the fleet's key prefix"),
+    k("control", "scope", "-", "this router's scope (data center)"),
+    k("control", "id", "-", "this router's id (default: host name and first listener)"),
+    k("control", "cache_file", "-", "where the last applied config and rollout are kept, to start from without etcd"),
+    k("control", "user_env", "-", "the variable holding the etcd user"),
+    k("control", "password_env", "-", "the variable holding the etcd password"),
+    k("control", "ca_file", "-", "the CA that signed etcd's certificate"),
+    k("control", "cert_file", "-", "a client certificate for etcd"),
+    k("control", "key_file", "-", "its key"),
+    k("control", "timeout_ms", "2000", "an etcd request's timeout"),
+    k("control", "lease_ttl_s", "10", "the registration lease's TTL, seconds"),
+    k("control", "retry_min_ms", "100", "first backoff after an etcd error"),
+    k("control", "retry_max_ms", "5000", "longest backoff"),
+    k("control", "watch_idle_ms", "60000", "a silent watch is reopened after it"),
+];
+
+/// The sections in file order, as headings (`[server]`, `[[backends]]`).
+fn heading(section: &str) -> String {
+    match section.strip_prefix('[') {
+        Some(array) => format!("[[{array}]"),
+        None => format!("[{section}]"),
+    }
+}
+
+/// The guide's table: one row per key.
+pub fn markdown_table() -> String {
+    let mut out = String::from("| section | key | default | what it does |\n|---|---|---|---|\n");
+    for d in KEYS {
+        let default = if d.default == "-" {
+            "-".to_string()
+        } else {
+            format!("`{}`", d.default)
+        };
+        out.push_str(&format!(
+            "| `{}` | `{}` | {default} | {} |\n",
+            heading(d.section),
+            d.key,
+            d.what.replace('|', "\\|")
+        ));
+    }
+    out
+}
+
+/// Escapes text for roff.
+fn roff(s: &str) -> String {
+    let mut out = s.replace('\\', "\\e").replace('-', "\\-");
+    if out.starts_with(['.', '\'']) {
+        out.insert_str(0, "\\&");
+    }
+    out
+}
+
+/// The `ketama-router.toml(5)` man page, in roff (`version` names the
+/// release in its footer).
+pub fn man_page(version: &str) -> String {
+    let mut out = format!(
+        ".TH KETAMA\\-ROUTER.TOML 5 \"\" \"ketama {}\" \"File Formats\"\n.SH NAME\nketama\\-router.toml \\- the configuration of ketama\\-router\n.SH DESCRIPTION\nketama\\-router reads one TOML file (\\fB\\-\\-config FILE\\fR; the Debian package's is /etc/ketama/router.toml). \\fBketama\\-router \\-\\-check \\-\\-config FILE\\fR validates it offline, rings included. Every error names the file and the key. SIGHUP or POST /reload applies a changed file without dropping a request; the keys marked \\(lqrestart to change\\(rq apply only after a restart or graceful upgrade.\n",
+        roff(version)
+    );
+    let mut section = "";
+    for d in KEYS {
+        if d.section != section {
+            section = d.section;
+            out.push_str(&format!(".SH {}\n", roff(&heading(section))));
+        }
+        let default = if d.default == "-" {
+            String::new()
+        } else {
+            format!(" (default {})", roff(d.default))
+        };
+        out.push_str(&format!(".TP\n\\fB{}\\fR{default}\n{}\n", roff(d.key), roff(d.what)));
+    }
+    out.push_str(".SH SEE ALSO\n\\fBketama\\-router\\fR(8), \\fBketama\\fR(1)\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every `pub NAME:` field of the TOML model is a documented key.
+    #[test]
+    fn every_model_field_is_listed() {
+        let model = include_str!("model.rs");
+        let listed: std::collections::HashSet<&str> = KEYS.iter().map(|d| d.key).collect();
+        let mut missing = Vec::new();
+        for line in model.lines() {
+            let Some(rest) = line.trim_start().strip_prefix("pub ") else {
+                continue;
+            };
+            let Some((name, _)) = rest.split_once(':') else {
+                continue;
+            };
+            let sections = ["server", "admin", "ring", "key", "backends", "discovery", "label_rules", "migration", "health", "balance", "control"];
+            if name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
+                && !sections.contains(&name)
+                && !listed.contains(name)
+            {
+                missing.push(name.to_string());
+            }
+        }
+        assert!(missing.is_empty(), "model fields not in KEYS: {missing:?}");
+    }
+
+    #[test]
+    fn the_defaults_are_the_models() {
+        let v = crate::parse("[admin]\nlisten = \"127.0.0.1:9901\"\nauth = false\n[[backends]]\naddress = \"127.0.0.1:1\"\n", "t").unwrap();
+        let s = &v.config.server;
+        let h = &v.config.health;
+        let find = |sec: &str, key: &str| KEYS.iter().find(|d| d.section == sec && d.key == key).unwrap().default;
+        for (key, value) in [
+            ("threads", s.threads.to_string()),
+            ("retries", s.retries.to_string()),
+            ("max_header_bytes", s.max_header_bytes.to_string()),
+            ("client_header_timeout_ms", s.client_header_timeout_ms.to_string()),
+            ("keepalive_timeout_ms", s.keepalive_timeout_ms.to_string()),
+            ("client_body_timeout_ms", s.client_body_timeout_ms.to_string()),
+            ("connect_timeout_ms", s.connect_timeout_ms.to_string()),
+            ("read_timeout_ms", s.read_timeout_ms.to_string()),
+            ("write_timeout_ms", s.write_timeout_ms.to_string()),
+            ("max_fails", s.max_fails.to_string()),
+            ("fail_timeout_ms", s.fail_timeout_ms.to_string()),
+            ("grace_period_seconds", s.grace_period_seconds.to_string()),
+            ("upstream_keepalive_pool_size", s.upstream_keepalive_pool_size.to_string()),
+        ] {
+            assert_eq!(find("server", key), value, "server.{key}");
+        }
+        assert_eq!(find("health", "interval_ms"), h.interval_ms.to_string());
+        assert_eq!(find("health", "timeout_ms"), h.timeout_ms.to_string());
+        assert_eq!(find("ring", "point_multiple"), v.config.ring.point_multiple.to_string());
+    }
+
+    #[test]
+    fn roff_escapes() {
+        assert_eq!(roff("a-b\\c"), "a\\-b\\ec");
+        assert_eq!(roff(".x"), "\\&.x");
+        assert!(man_page("0.1.0").contains(".SH [[backends]]\n"));
+    }
+}

@@ -1,0 +1,193 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_ketama_global_optspecs
+    string join \n h/help V/version
+end
+
+function __fish_ketama_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_ketama_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_ketama_using_subcommand
+    set -l cmd (__fish_ketama_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c ketama -n "__fish_ketama_needs_command" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_needs_command" -s V -l version -d 'Print version'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "route" -d 'Route keys read from stdin (one per line) to servers'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "bench" -d 'Build and query the same ring with each ketama layout and with pingora-ketama v1 and v2; print a markdown table of medians'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "analyze" -d 'Per-server and overall balance of a ring: exact shares, collisions, predicted and measured CV, memory per layout'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "sweep" -d 'Predicted and measured CV over a range of points per server (CSV, optional SVG chart)'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "recommend" -d 'The smallest point multiple that meets a balance target'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "diff" -d 'The exact share of keys whose server changes between two rings'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "migrate-plan" -d 'For each rollout step (basis points), the expected share of keys whose server changes against the old ring'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "simulate" -d 'Replay a workload with bounded loads at several balance factors: max load / average, own-node share, spills, moved keys'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "fleet" -d 'Steer a fleet of ketama-routers through etcd: push the routing config, set the rollout, see what every router applied'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "generate" -d 'Write the man pages or shell completions (for packagers)'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy (see --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l replicas -d 'Print up to R distinct servers per key, in failover order (at least 1)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l require -d 'Route only to servers carrying all these labels (comma-separated)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l to -d 'Servers file of a new ring to migrate to; prints `SERVER<TAB>old|new`' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l rollout -d 'Share of keys routed by the new ring, in basis points (0 to 10000)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l scope-rollout -d 'A scope\'s own rollout, NAME=BP; repeatable' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l scope -d 'The scope (data center) this routing runs in' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l require-from-input -d 'Read `KEY<TAB>LABELS` lines (split at the last tab; no tab or empty LABELS means no requirement)'
+complete -c ketama -n "__fish_ketama_using_subcommand route" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l nodes -d 'Nodes on the ring (named 10.A.B.C:443)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l weight -d 'Weight of every node' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l point-multiple -d 'Points per weight unit' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l keys -d 'Lookups per measurement (30-byte keys)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l rounds -d 'Rounds; every implementation runs once per round, interleaved, and the table reports medians' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l compat -d 'ketama\'s scheme (pingora rows always use their own): nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l key-hash -d 'twemproxy\'s key hash (as in `ketama route --key-hash`)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l subsets -d 'Instead: F labels (each node carries each with probability 1/2), one ketama ring serving all 2^F label combinations against 2^F pingora-ketama v2 rings; memory and ns per lookup' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l layout -d 'ketama\'s layout for --subsets and --balance' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l balance -d 'Instead: the bounded-loads decision at this balance factor (percent, 100 to 1000) against the plain decision and a pingora-ketama v2 lookup, on one thread and on two sharing the counters' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l json -d 'Print one JSON object instead of the markdown table'
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l servers -d 'Servers file' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy (see --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l json -d 'Print one JSON object instead of the table'
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l nodes -d 'Servers per ring (synthetic 10.A.B.C:PORT names, drawn from --seed)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l from -d 'Smallest points per node' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l to -d 'Largest points per node' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l steps -d 'Points-per-node values, spaced on a log scale' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l trials -d 'Random node sets per value' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l seed -d 'Seed of the first node set (trial t uses seed + t)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server, so there is nothing to vary)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l out -d 'CSV output' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l plot -d 'SVG chart output' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l servers -d 'Servers file' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l max-cv -d 'The largest CV of a server\'s share to accept' -r
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l max-extra-error -d 'The most the CV may grow over the one measured at the current point multiple (absolute, e.g. 0.01)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server, so there is nothing to vary)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l point-multiple -d 'The current points per weight unit (at least 1)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l json -d 'Print one JSON object'
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from -d 'Servers file of the current ring' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to -d 'Servers file of the new ring' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-key-hash -d 'twemproxy key hash of the current ring (as --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-layout -d 'Layout of the current ring: wide, packed or compact' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-point-multiple -d 'Point multiple of the current ring (at least 1)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l samples -d 'Keys sampled when the two rings hash keys differently (CDN-like 30-byte paths; see --keys)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l keys -d 'Sample these keys (one per line) instead, when the rings hash keys differently: the estimate is then for your own keys' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l json -d 'Print one JSON object'
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from -d 'Servers file of the current ring' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to -d 'Servers file of the new ring' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-key-hash -d 'twemproxy key hash of the current ring (as --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-layout -d 'Layout of the current ring: wide, packed or compact' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-point-multiple -d 'Point multiple of the current ring (at least 1)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l steps -d 'Rollout steps in basis points, comma-separated' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l json -d 'Print one JSON object'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy (see --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l balance -d 'Balance factors to compare, in percent (100 to 1000), or `off` (plain consistent hashing); comma-separated' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l requests -d 'Requests placed' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l population -d 'Distinct keys of the Zipf distribution (`/obj/1` to `/obj/P`)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l zipf -d 'Zipf exponent s (0: uniform; 1.1 is typical of web objects)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l concurrency -d 'Requests in flight at all times (10x the servers or more, or the rounding of the bound dominates)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l service -d 'Service times: exponential with mean 1, or exactly 1' -r -f -a "exp\t'Exponential, mean 1'
+fixed\t'Exactly 1'"
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l seed -d 'Seed of the draws' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l trace -d 'Replay the keys of this file (one per line, in order, cycled up to --requests) instead of Zipf draws' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l plot -d 'Also draw the trade-off (max load / average and own-node share against the factor) as an SVG chart' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l json -d 'Print JSON: {"requests": N, "factors": [{"balance": 125 or null, "max_over_avg", "own_node_share", "spills_per_request", "moved_keys"}]}'
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l etcd -d 'etcd endpoint URLs, comma-separated (or repeat the flag)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l prefix -d 'The fleet\'s key prefix, as in the routers\' [control] prefix' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l user-env -d 'Environment variable holding the etcd user (auth enabled)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l password-env -d 'Environment variable holding the etcd password' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l ca-file -d 'PEM file of the CA of etcd\'s certificate (https)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l cert-file -d 'PEM client certificate (with --key-file)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l key-file -d 'PEM key of --cert-file' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l timeout-ms -d 'Request timeout in milliseconds' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l config -d 'The routing config (TOML: ring, key, backends, label_rules, migration, health, balance, discovery)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l expect-revision -d 'Write only if PREFIX/config\'s mod revision is still N (0: absent); default: the revision read just before writing' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l etcd -d 'etcd endpoint URLs, comma-separated (or repeat the flag)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l prefix -d 'The fleet\'s key prefix, as in the routers\' [control] prefix' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l user-env -d 'Environment variable holding the etcd user (auth enabled)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l password-env -d 'Environment variable holding the etcd password' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l ca-file -d 'PEM file of the CA of etcd\'s certificate (https)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l cert-file -d 'PEM client certificate (with --key-file)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l key-file -d 'PEM key of --cert-file' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l timeout-ms -d 'Request timeout in milliseconds' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l global-bp -d 'Share of keys on the new ring everywhere, in basis points (0-10000)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l scope -d 'A scope\'s own share: NAME=BP (repeat for several)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -l expect-revision -d 'Write only if PREFIX/rollout\'s mod revision is still N (0: absent)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from rollout" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l etcd -d 'etcd endpoint URLs, comma-separated (or repeat the flag)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l prefix -d 'The fleet\'s key prefix, as in the routers\' [control] prefix' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l user-env -d 'Environment variable holding the etcd user (auth enabled)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l password-env -d 'Environment variable holding the etcd password' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l ca-file -d 'PEM file of the CA of etcd\'s certificate (https)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l cert-file -d 'PEM client certificate (with --key-file)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l key-file -d 'PEM key of --cert-file' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l timeout-ms -d 'Request timeout in milliseconds' -r
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l json -d 'Print one JSON object instead of the table'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c ketama -n "__fish_ketama_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "route" -d 'Route keys read from stdin (one per line) to servers'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "bench" -d 'Build and query the same ring with each ketama layout and with pingora-ketama v1 and v2; print a markdown table of medians'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "analyze" -d 'Per-server and overall balance of a ring: exact shares, collisions, predicted and measured CV, memory per layout'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "sweep" -d 'Predicted and measured CV over a range of points per server (CSV, optional SVG chart)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "recommend" -d 'The smallest point multiple that meets a balance target'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "diff" -d 'The exact share of keys whose server changes between two rings'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "migrate-plan" -d 'For each rollout step (basis points), the expected share of keys whose server changes against the old ring'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "simulate" -d 'Replay a workload with bounded loads at several balance factors: max load / average, own-node share, spills, moved keys'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "fleet" -d 'Steer a fleet of ketama-routers through etcd: push the routing config, set the rollout, see what every router applied'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "generate" -d 'Write the man pages or shell completions (for packagers)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
