@@ -92,8 +92,9 @@ fn the_packaged_files_are_current() {
         for e in std::fs::read_dir(&fresh).unwrap() {
             let p = e.unwrap().path();
             let name = p.file_name().unwrap();
-            let committed = std::fs::read(root.join(sub).join(name))
-                .unwrap_or_else(|_| panic!("packaging/generated/{sub}/{name:?} is missing: regenerate it"));
+            let committed = std::fs::read(root.join(sub).join(name)).unwrap_or_else(|_| {
+                panic!("packaging/generated/{sub}/{name:?} is missing: regenerate it")
+            });
             assert!(
                 committed == std::fs::read(&p).unwrap(),
                 "packaging/generated/{sub}/{name:?} is stale: regenerate it"

@@ -170,7 +170,11 @@ pub fn man_page(version: &str) -> String {
         } else {
             format!(" (default {})", roff(d.default))
         };
-        out.push_str(&format!(".TP\n\\fB{}\\fR{default}\n{}\n", roff(d.key), roff(d.what)));
+        out.push_str(&format!(
+            ".TP\n\\fB{}\\fR{default}\n{}\n",
+            roff(d.key),
+            roff(d.what)
+        ));
     }
     out.push_str(".SH SEE ALSO\n\\fBketama\\-router\\fR(8), \\fBketama\\fR(1)\n");
     out
@@ -193,7 +197,19 @@ mod tests {
             let Some((name, _)) = rest.split_once(':') else {
                 continue;
             };
-            let sections = ["server", "admin", "ring", "key", "backends", "discovery", "label_rules", "migration", "health", "balance", "control"];
+            let sections = [
+                "server",
+                "admin",
+                "ring",
+                "key",
+                "backends",
+                "discovery",
+                "label_rules",
+                "migration",
+                "health",
+                "balance",
+                "control",
+            ];
             if name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                 && !sections.contains(&name)
                 && !listed.contains(name)
@@ -209,27 +225,44 @@ mod tests {
         let v = crate::parse("[admin]\nlisten = \"127.0.0.1:9901\"\nauth = false\n[[backends]]\naddress = \"127.0.0.1:1\"\n", "t").unwrap();
         let s = &v.config.server;
         let h = &v.config.health;
-        let find = |sec: &str, key: &str| KEYS.iter().find(|d| d.section == sec && d.key == key).unwrap().default;
+        let find = |sec: &str, key: &str| {
+            KEYS.iter()
+                .find(|d| d.section == sec && d.key == key)
+                .unwrap()
+                .default
+        };
         for (key, value) in [
             ("threads", s.threads.to_string()),
             ("retries", s.retries.to_string()),
             ("max_header_bytes", s.max_header_bytes.to_string()),
-            ("client_header_timeout_ms", s.client_header_timeout_ms.to_string()),
+            (
+                "client_header_timeout_ms",
+                s.client_header_timeout_ms.to_string(),
+            ),
             ("keepalive_timeout_ms", s.keepalive_timeout_ms.to_string()),
-            ("client_body_timeout_ms", s.client_body_timeout_ms.to_string()),
+            (
+                "client_body_timeout_ms",
+                s.client_body_timeout_ms.to_string(),
+            ),
             ("connect_timeout_ms", s.connect_timeout_ms.to_string()),
             ("read_timeout_ms", s.read_timeout_ms.to_string()),
             ("write_timeout_ms", s.write_timeout_ms.to_string()),
             ("max_fails", s.max_fails.to_string()),
             ("fail_timeout_ms", s.fail_timeout_ms.to_string()),
             ("grace_period_seconds", s.grace_period_seconds.to_string()),
-            ("upstream_keepalive_pool_size", s.upstream_keepalive_pool_size.to_string()),
+            (
+                "upstream_keepalive_pool_size",
+                s.upstream_keepalive_pool_size.to_string(),
+            ),
         ] {
             assert_eq!(find("server", key), value, "server.{key}");
         }
         assert_eq!(find("health", "interval_ms"), h.interval_ms.to_string());
         assert_eq!(find("health", "timeout_ms"), h.timeout_ms.to_string());
-        assert_eq!(find("ring", "point_multiple"), v.config.ring.point_multiple.to_string());
+        assert_eq!(
+            find("ring", "point_multiple"),
+            v.config.ring.point_multiple.to_string()
+        );
     }
 
     #[test]

@@ -13,8 +13,13 @@ fn guide() -> PathBuf {
 }
 
 fn split(text: &str) -> (&str, &str, &str) {
-    let i = text.find(BEGIN).expect("docs/router.md has the keys:begin marker") + BEGIN.len();
-    let j = text.find(END).expect("docs/router.md has the keys:end marker");
+    let i = text
+        .find(BEGIN)
+        .expect("docs/router.md has the keys:begin marker")
+        + BEGIN.len();
+    let j = text
+        .find(END)
+        .expect("docs/router.md has the keys:end marker");
     (&text[..i], &text[i..j], &text[j..])
 }
 

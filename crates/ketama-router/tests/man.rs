@@ -13,9 +13,17 @@ fn router_pages_render_and_the_packaged_ones_are_current() {
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let packaged = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/generated/man");
-    for (name, must) in [("ketama-router.8", "--check"), ("ketama-router.toml.5", "max_header_bytes")] {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let packaged =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../packaging/generated/man");
+    for (name, must) in [
+        ("ketama-router.8", "--check"),
+        ("ketama-router.toml.5", "max_header_bytes"),
+    ] {
         let page = dir.path().join(name);
         let out = Command::new("man")
             .args(["--warnings", "-E", "UTF-8", "-l"])
@@ -24,7 +32,10 @@ fn router_pages_render_and_the_packaged_ones_are_current() {
             .output()
             .expect("man (Debian: man-db)");
         let warnings = String::from_utf8_lossy(&out.stderr);
-        assert!(out.status.success() && warnings.trim().is_empty(), "{name}: {warnings}");
+        assert!(
+            out.status.success() && warnings.trim().is_empty(),
+            "{name}: {warnings}"
+        );
         let text = String::from_utf8_lossy(&out.stdout).replace('\u{2010}', "-");
         assert!(text.contains(must), "{name} lacks {must}: {text}");
         assert!(
