@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine, once:
 # cmake (Pingora builds C dependencies with it), the real peers the tests
-# start (dnsmasq for DNS discovery, etcd for fleet control; nutcracker,
+# start (nginx as a TLS origin, curl and h2load as HTTP/2 clients, dnsmasq for DNS discovery, etcd for fleet control; nutcracker,
 # memcached and libmemcached for the memcached schemes), a TrueType font for
 # charts, man (a test renders the generated man pages), and Python's
 # prometheus_client (the tests check /metrics with it).
@@ -15,6 +15,12 @@ command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
 [ -e /usr/include/libmemcached/memcached.h ] || need+=(libmemcached-dev)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)
+# TLS tests: nginx as a TLS origin, curl for HTTP/2 and SNI, openssl for
+# the test certificates; h2load (nghttp2) for many HTTP/2 streams.
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || need+=(nginx-light)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
 # man renders the generated man pages in a test.
 command -v man >/dev/null 2>&1 || need+=(man-db)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)

@@ -98,6 +98,9 @@ pub struct DiscoverySource {
     pub confirm: u32,
     /// Whether a start waits for it.
     pub wait: bool,
+    /// Its backends are reached over TLS: with this SNI, else the SRV
+    /// target (or the A/AAAA name).
+    pub tls: Option<Option<String>>,
 }
 
 impl DiscoverySource {
@@ -142,6 +145,8 @@ pub struct Discovered {
     pub labels: Vec<String>,
     /// The source (its `[[discovery]]` index).
     pub source: usize,
+    /// Reached over TLS with this SNI (`None`: plain).
+    pub tls: Option<String>,
 }
 
 /// The name as hashed: lowercase, without the final dot.
@@ -180,6 +185,10 @@ pub fn backends_of(
             weight: weight_of(r),
             labels: source.labels.clone(),
             source: source.index,
+            tls: source
+                .tls
+                .as_ref()
+                .map(|sni| sni.clone().unwrap_or_else(|| clean(&r.target))),
         };
         match (&source.query, nginx_identity) {
             (Query::Srv(_), true) => {

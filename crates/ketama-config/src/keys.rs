@@ -54,6 +54,16 @@ pub const KEYS: &[KeyDoc] = &[
     k("server", "write_timeout_ms", "60000", "longest wait to write the request to a backend"),
     k("server", "max_fails", "1", "failures within fail_timeout_ms that take a backend out of rotation (0: off)"),
     k("server", "fail_timeout_ms", "10000", "the failure window, and how long a failed backend stays out"),
+    k("server", "h2c", "false", "plain listeners also take HTTP/2 with prior knowledge (h2c)"),
+    k("server", "h2_max_concurrent_streams", "128", "streams open at once on one HTTP/2 connection, plain or TLS (restart to change)"),
+    k("tls", "listen", "-", "TLS listeners, IP:PORT each (restart to change; absent [tls]: none)"),
+    k("tls", "alpn", "[\"h2\", \"http/1.1\"]", "protocols offered by ALPN, in preference order"),
+    k("tls", "min_version", "\"1.2\"", "the lowest TLS version: \"1.2\" or \"1.3\""),
+    k("tls", "handshake_timeout_ms", "10000", "a TLS handshake must finish within it after the accept; else the connection is closed"),
+    k("tls", "client_ca_file", "-", "mutual TLS: clients must present a certificate this CA (PEM) signed"),
+    k("tls", "session_resumption", "true", "TLS session tickets and the session cache (false: every connection makes a full handshake)"),
+    k("[tls.certificates]", "cert_file", "-", "PEM certificate chain, leaf first; chosen when the client's SNI matches one of its DNS names (the first certificate is the default)"),
+    k("[tls.certificates]", "key_file", "-", "its PEM private key (PKCS#8, SEC1 or PKCS#1)"),
     k("admin", "listen", "-", "the admin API's address, loopback only (restart to change)"),
     k("admin", "token", "-", "the bearer token the admin API requires"),
     k("admin", "token_env", "-", "the environment variable holding the token instead"),
@@ -72,6 +82,8 @@ pub const KEYS: &[KeyDoc] = &[
     k("[backends]", "write_timeout_ms", "-", "its own write timeout (default: server's)"),
     k("[backends]", "max_fails", "-", "its own max_fails (default: server's)"),
     k("[backends]", "fail_timeout_ms", "-", "its own fail_timeout_ms (default: server's)"),
+    k("[backends]", "tls", "false", "reach it over TLS, as [upstream_tls] says"),
+    k("[backends]", "sni", "-", "the name sent as SNI and verified in its certificate (required with tls unless upstream_tls.verify = false)"),
     k("[label_rules]", "host", "-", "match requests whose Host (port stripped, any case) is this"),
     k("[label_rules]", "header", "-", "match requests with this header, with value"),
     k("[label_rules]", "value", "-", "the header's exact value"),
@@ -99,6 +111,13 @@ pub const KEYS: &[KeyDoc] = &[
     k("[discovery]", "max_remove_share", "0.5", "a change removing more of the source's weight is held until confirmed"),
     k("[discovery]", "confirm", "3", "resolutions in a row that confirm a held change"),
     k("[discovery]", "wait_for_discovery", "false", "with no backend at start, wait for DNS instead of refusing to start"),
+    k("[discovery]", "tls", "false", "reach the source's backends over TLS"),
+    k("[discovery]", "sni", "-", "the SNI sent and verified (default: the SRV target, or the name)"),
+    k("upstream_tls", "ca_file", "-", "PEM CA certificates TLS backends must chain to (default: the system's trust store)"),
+    k("upstream_tls", "verify", "true", "verify TLS backends' certificates and names (false: a warning)"),
+    k("upstream_tls", "cert_file", "-", "a client certificate for mutual TLS to backends"),
+    k("upstream_tls", "key_file", "-", "its key"),
+    k("upstream_tls", "h2", "false", "offer HTTP/2 by ALPN to TLS backends"),
     k("control", "etcd", "-", "etcd endpoint URLs (restart to change)"),
     k("control", "prefix", "-", "the fleet's key prefix"),
     k("control", "scope", "-", "this router's scope (data center)"),
@@ -187,7 +206,7 @@ mod tests {
     /// Every `pub NAME:` field of the TOML model is a documented key.
     #[test]
     fn every_model_field_is_listed() {
-        let model = include_str!("model.rs");
+        let model = concat!(include_str!("model.rs"), include_str!("model_tls.rs"));
         let listed: std::collections::HashSet<&str> = KEYS.iter().map(|d| d.key).collect();
         let mut missing = Vec::new();
         for line in model.lines() {
@@ -209,6 +228,9 @@ mod tests {
                 "health",
                 "balance",
                 "control",
+                "tls",
+                "upstream_tls",
+                "certificates",
             ];
             if name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                 && !sections.contains(&name)

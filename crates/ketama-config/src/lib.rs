@@ -34,6 +34,7 @@
 pub mod discovery;
 pub mod keys;
 pub mod model;
+mod model_tls;
 mod plan;
 mod position;
 mod rollout;

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+pub use crate::model_tls::{CertificateSection, TlsSection, UpstreamTlsSection};
+
 /// The whole configuration.
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +41,11 @@ pub struct Config {
     pub balance: Option<BalanceSection>,
     /// Steering through etcd (absent: this file is the only source).
     pub control: Option<ControlSection>,
+    /// TLS listeners (absent: none).
+    pub tls: Option<TlsSection>,
+    /// TLS to backends with `tls = true`.
+    #[serde(default)]
+    pub upstream_tls: UpstreamTlsSection,
 }
 
 /// The routing part of a configuration, as a fleet shares it through etcd
@@ -70,6 +77,9 @@ pub struct Routing {
     pub health: HealthSection,
     /// Bounded loads (absent: off).
     pub balance: Option<BalanceSection>,
+    /// TLS to backends with `tls = true`.
+    #[serde(default)]
+    pub upstream_tls: UpstreamTlsSection,
 }
 
 impl Config {
@@ -79,6 +89,7 @@ impl Config {
             server: self.server.clone(),
             admin: self.admin.clone(),
             control: self.control.clone(),
+            tls: self.tls.clone(),
             ring: shared.ring,
             key: shared.key,
             backends: shared.backends,
@@ -87,6 +98,7 @@ impl Config {
             migration: shared.migration,
             health: shared.health,
             balance: shared.balance,
+            upstream_tls: shared.upstream_tls,
         }
     }
 }
@@ -217,6 +229,11 @@ pub struct ServerSection {
     /// Add `X-Forwarded-For` (appended) and `X-Forwarded-Proto` to
     /// proxied requests.
     pub forwarded_headers: bool,
+    /// Plain listeners also take HTTP/2 with prior knowledge (h2c).
+    pub h2c: bool,
+    /// Streams open at once on one HTTP/2 connection (plain and TLS
+    /// listeners).
+    pub h2_max_concurrent_streams: u32,
     /// The Unix socket a graceful upgrade hands the listeners over
     /// (`ketama-router --upgrade`). `None`: beside the system's temporary
     /// directory, named after the first listen address.
@@ -247,6 +264,8 @@ impl Default for ServerSection {
             max_fails: 1,
             fail_timeout_ms: 10_000,
             forwarded_headers: true,
+            h2c: false,
+            h2_max_concurrent_streams: 128,
             upgrade_sock: None,
         }
     }
@@ -337,6 +356,11 @@ pub struct BackendSection {
     pub max_fails: Option<u32>,
     /// This backend's `fail_timeout_ms` (default: `server.fail_timeout_ms`).
     pub fail_timeout_ms: Option<u64>,
+    /// Reach it over TLS (`[upstream_tls]` settings).
+    #[serde(default)]
+    pub tls: bool,
+    /// The name sent as SNI and verified in its certificate (with `tls`).
+    pub sni: Option<String>,
 }
 
 fn one() -> u32 {
@@ -447,6 +471,11 @@ pub struct DiscoverySection {
     /// without it).
     #[serde(default)]
     pub wait_for_discovery: bool,
+    /// Reach its backends over TLS (`[upstream_tls]` settings).
+    #[serde(default)]
+    pub tls: bool,
+    /// The SNI sent and verified (default: the SRV target, or `name`).
+    pub sni: Option<String>,
 }
 
 fn discovery_min_interval() -> u64 {

@@ -44,6 +44,9 @@ pub struct PlannedBackend {
     /// `None`: `backends[i]` of the file; `Some(i)`: found by
     /// `discovery[i]`.
     pub source: Option<usize>,
+    /// Reached over TLS with this SNI (empty: none sent, unverified);
+    /// `None`: plain.
+    pub tls: Option<String>,
 }
 
 /// Everything routing needs, built from a [`Validated`] configuration
@@ -173,6 +176,7 @@ fn union(v: &Validated, discovered: &[crate::Discovered]) -> Vec<PlannedBackend>
             down: b.down,
             overrides: Some(b.clone()),
             source: None,
+            tls: b.tls.then(|| b.sni.clone().unwrap_or_default()),
         })
         .collect();
     let static_addrs: HashSet<SocketAddr> = v.addrs.iter().copied().collect();
@@ -191,6 +195,7 @@ fn union(v: &Validated, discovered: &[crate::Discovered]) -> Vec<PlannedBackend>
             down: false,
             overrides: None,
             source: Some(d.source),
+            tls: d.tls.clone(),
         });
     }
     out

@@ -70,6 +70,9 @@ pub fn status(admin: &Admin) -> Value {
                 "down": cfg.down,
                 "healthy": b.health.is_healthy(),
             });
+            if let Some(sni) = &b.tls {
+                v["tls"] = json!({"sni": sni});
+            }
             if let Some(src) = cfg.source {
                 v["address"] = json!(b.addr.to_string());
                 v["discovered_by"] = json!(src);
@@ -131,6 +134,15 @@ pub fn status(admin: &Admin) -> Value {
             "serving_weight": total_weight,
         })),
         "control": admin.control.as_ref().map(|c| c.status()),
+        "tls": state.tls.as_ref().map(|t| json!({
+            "listen": state.validated.tls_listen.iter().map(|a| a.to_string()).collect::<Vec<_>>(),
+            "certificates": t.certificates.iter().map(|c| json!({
+                "cert_file": c.cert_file,
+                "names": c.facts.names,
+                "not_after": crate::tls::rfc3339(c.facts.not_after),
+                "expires_in_s": c.facts.expires_in(),
+            })).collect::<Vec<_>>(),
+        })),
         "pid": std::process::id(),
     })
 }
@@ -166,6 +178,12 @@ fn snapshot<'a>(admin: &Admin, state: &'a crate::state::RoutingState) -> Snapsho
             .iter()
             .map(|b| (&*b.metrics, b.health.is_healthy()))
             .collect(),
+        certificates: state.tls.as_ref().map_or_else(Vec::new, |t| {
+            t.certificates
+                .iter()
+                .map(|c| (c.facts.names.join(","), c.facts.not_after))
+                .collect()
+        }),
     }
 }
 

@@ -30,7 +30,7 @@ use ketama_config::{ConfigError, Discovered, Routing, Validated};
 
 use crate::health::HealthRegistry;
 use crate::metrics::Metrics;
-use crate::state::{RoutingState, StateReader};
+use crate::state::{Files, RoutingState, StateReader};
 
 /// Where reloads read the router's own config from.
 #[derive(Clone, Debug)]
@@ -219,6 +219,11 @@ pub fn fixed_settings(v: &Validated) -> Vec<(&'static str, String)> {
     let s = &v.config.server;
     vec![
         ("server.listen", format!("{:?}", v.listen)),
+        ("tls.listen", format!("{:?}", v.tls_listen)),
+        (
+            "server.h2_max_concurrent_streams",
+            s.h2_max_concurrent_streams.to_string(),
+        ),
         ("server.threads", s.threads.to_string()),
         ("server.work_stealing", s.work_stealing.to_string()),
         (
@@ -306,6 +311,7 @@ impl RoutingCell {
             v,
             (&health, &metrics),
             None,
+            Files::All,
         )?;
         crate::memory::return_free_memory();
         Ok(RoutingCell {
@@ -398,7 +404,14 @@ impl RoutingCell {
                     tracing::warn!("{w}");
                 }
                 let old = self.state();
-                let state = build(&inputs.records, &rollout, v, self.parts(), Some(&old))?;
+                let state = build(
+                    &inputs.records,
+                    &rollout,
+                    v,
+                    self.parts(),
+                    Some(&old),
+                    Files::All,
+                )?;
                 drop(old);
                 change.restart_needed = restart_needed(&inputs.fixed, &local);
                 inputs.local = local;
@@ -410,7 +423,15 @@ impl RoutingCell {
                 let old = self.state();
                 let v = old.validated.clone();
                 let previous = std::mem::replace(&mut inputs.records, records);
-                let state = match build(&inputs.records, &rollout, v, self.parts(), Some(&old)) {
+                let built = build(
+                    &inputs.records,
+                    &rollout,
+                    v,
+                    self.parts(),
+                    Some(&old),
+                    Files::Keep,
+                );
+                let state = match built {
                     Ok(s) => s,
                     Err(e) => {
                         inputs.records = previous;
@@ -429,7 +450,14 @@ impl RoutingCell {
                 let shared = Shared::parse(&text, &name).map_err(anyhow::Error::from)?;
                 let v = effective(&inputs.local, Some(&shared))?;
                 let old = self.state();
-                let state = build(&inputs.records, &rollout, v, self.parts(), Some(&old))?;
+                let state = build(
+                    &inputs.records,
+                    &rollout,
+                    v,
+                    self.parts(),
+                    Some(&old),
+                    Files::Upstream,
+                )?;
                 drop(old);
                 inputs.shared = Some(shared);
                 self.store(state);
@@ -437,7 +465,14 @@ impl RoutingCell {
             Trigger::EtcdRollout(None) => {
                 let old = self.state();
                 let v = old.validated.clone();
-                let state = build(&inputs.records, &rollout, v, self.parts(), Some(&old))?;
+                let state = build(
+                    &inputs.records,
+                    &rollout,
+                    v,
+                    self.parts(),
+                    Some(&old),
+                    Files::Keep,
+                )?;
                 drop(old);
                 inputs.rollout = rollout;
                 self.store(state);
@@ -472,9 +507,10 @@ fn build(
     v: Validated,
     (health, metrics): (&HealthRegistry, &Metrics),
     previous: Option<&RoutingState>,
+    files: Files,
 ) -> anyhow::Result<RoutingState> {
     let found = discovered(records, &v);
-    let state = RoutingState::build(v, health, metrics, &found, previous)?;
+    let state = RoutingState::build_with(v, health, metrics, &found, previous, files)?;
     if let (Some(r), Some(m)) = (&rollout.rollout, state.plan.table.migration()) {
         m.set_rollout(r.clone());
     }

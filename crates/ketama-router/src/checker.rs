@@ -6,9 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use pingora::connectors::TransportConnector;
 use pingora::server::ShutdownWatch;
 use pingora::services::background::BackgroundService;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use pingora::upstreams::peer::HttpPeer;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use crate::state::StateReader;
@@ -17,23 +19,45 @@ use crate::state::StateReader;
 /// timeout.
 pub async fn check(addr: std::net::SocketAddr, path: &str, timeout: Duration) -> bool {
     let attempt = async {
-        let mut s = TcpStream::connect(addr).await.ok()?;
-        let req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nUser-Agent: ketama-router-health\r\nConnection: close\r\n\r\n");
-        s.write_all(req.as_bytes()).await.ok()?;
-        let mut buf = [0u8; 16];
-        let mut got = 0;
-        while got < 12 {
-            let n = s.read(&mut buf[got..]).await.ok()?;
-            if n == 0 {
-                break;
-            }
-            got += n;
-        }
-        let line = std::str::from_utf8(&buf[..got]).ok()?;
-        let code: u16 = line.get(9..12)?.parse().ok()?;
-        Some((200..400).contains(&code))
+        let s = TcpStream::connect(addr).await.ok()?;
+        ask(s, &addr.to_string(), path).await
     };
     matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
+}
+
+/// A check of a TLS backend, through Pingora's connector with the same
+/// settings requests use (SNI, verification, CA, client certificate): a
+/// backend whose certificate does not verify fails its checks.
+pub async fn check_tls(
+    connector: &TransportConnector,
+    peer: &HttpPeer,
+    host: &str,
+    path: &str,
+    timeout: Duration,
+) -> bool {
+    let attempt = async {
+        let s = connector.new_stream(peer).await.ok()?;
+        ask(s, host, path).await
+    };
+    matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
+}
+
+/// Sends the check's request on `s`; whether the status passes.
+async fn ask<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, host: &str, path: &str) -> Option<bool> {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: ketama-router-health\r\nConnection: close\r\n\r\n");
+    s.write_all(req.as_bytes()).await.ok()?;
+    let mut buf = [0u8; 16];
+    let mut got = 0;
+    while got < 12 {
+        let n = s.read(&mut buf[got..]).await.ok()?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    let line = std::str::from_utf8(&buf[..got]).ok()?;
+    let code: u16 = line.get(9..12)?.parse().ok()?;
+    Some((200..400).contains(&code))
 }
 
 /// Checks every backend of the current routing state each interval.
@@ -45,6 +69,8 @@ pub struct HealthChecker {
 #[async_trait]
 impl BackgroundService for HealthChecker {
     async fn start(&self, mut shutdown: ShutdownWatch) {
+        // TLS checks' connector: no pool (each check is a new connection).
+        let connector = Arc::new(TransportConnector::new(None));
         loop {
             // Only what the checks need is taken out of the state, and the
             // state itself let go before the checks and the sleep: a swap
@@ -63,8 +89,25 @@ impl BackgroundService for HealthChecker {
                         .map(|b| {
                             let (addr, path, health) = (b.addr, path.clone(), b.health.clone());
                             let server = b.server.clone();
+                            let tls = b.tls.as_ref().map(|sni| {
+                                let mut peer = HttpPeer::new(addr, true, sni.clone());
+                                state.upstream_tls.apply(&mut peer);
+                                peer.options.connection_timeout = Some(timeout);
+                                let host = if sni.is_empty() {
+                                    addr.to_string()
+                                } else {
+                                    sni.clone()
+                                };
+                                (peer, host)
+                            });
+                            let connector = connector.clone();
                             async move {
-                                let ok = check(addr, &path, timeout).await;
+                                let ok = match tls {
+                                    None => check(addr, &path, timeout).await,
+                                    Some((peer, host)) => {
+                                        check_tls(&connector, &peer, &host, &path, timeout).await
+                                    }
+                                };
                                 if health.record(ok, up, down) {
                                     tracing::warn!(
                                         backend = server,

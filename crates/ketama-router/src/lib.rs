@@ -59,3 +59,4 @@ pub mod reload;
 pub mod server;
 pub mod signals;
 pub mod state;
+pub mod tls;

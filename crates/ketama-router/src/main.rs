@@ -128,6 +128,13 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
                 for w in &v.warnings {
                     eprintln!("ketama-router: warning: {w}");
                 }
+                let (certificates, expiring) = ketama_router::tls::check_files(&v)?;
+                for w in &expiring {
+                    eprintln!("ketama-router: warning: {w}");
+                }
+                for c in &certificates {
+                    println!("{c}");
+                }
                 if let Some(c) = v.control.as_ref().filter(|_| !v.has_backends()) {
                     println!(
                         "config OK: routing from etcd ({} under {}), not contacted; this file has no backends of its own to fall back on",

@@ -235,6 +235,7 @@ pub struct Metrics {
     client_errors: Family<Labels, Counter>,
     resolutions: Family<Labels, Counter>,
     control_rejected: Counter,
+    tls_failures: [Counter; 4],
 }
 
 impl Default for Metrics {
@@ -274,7 +275,16 @@ impl Default for Metrics {
             "Values of the etcd config or rollout key this router refused",
             control_rejected.clone(),
         );
+        let tls_family = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_tls_handshake_failures",
+            "TLS handshakes with clients that failed, by reason (no_shared_version_or_cipher, bad_client_certificate, timeout, other)",
+            tls_family.clone(),
+        );
+        let tls_failures = crate::tls::handshake::Failure::ALL
+            .map(|f| tls_family.get_or_create_owned(&vec![("reason", f.name().to_string())]));
         Metrics {
+            tls_failures,
             registry,
             backends: Mutex::default(),
             lookups,
@@ -330,6 +340,15 @@ impl Metrics {
         self.client_errors
             .get_or_create(&vec![("reason", reason.to_string())])
             .inc();
+    }
+
+    /// Counts a failed TLS handshake.
+    pub fn tls_handshake_failed(&self, reason: crate::tls::handshake::Failure) {
+        let i = crate::tls::handshake::Failure::ALL
+            .iter()
+            .position(|&f| f == reason)
+            .unwrap_or(3);
+        self.tls_failures[i].inc();
     }
 
     /// Counts `n` resolutions of a discovery source with a result.
@@ -395,6 +414,9 @@ pub struct Snapshot<'a> {
     pub control: Option<(bool, i64, i64)>,
     /// The current backends' counters and whether each is healthy.
     pub backends: Vec<(&'a BackendMetrics, bool)>,
+    /// Each served certificate's names (comma-separated) and not-after
+    /// time (Unix seconds).
+    pub certificates: Vec<(String, i64)>,
 }
 
 /// Writes `value` as a sample value (integers without a fraction).
@@ -516,6 +538,18 @@ fn render_gauges(out: &mut String, snap: &Snapshot<'_>, om: bool) {
         "ketama_control_applied_revision",
         "Mod revision of each etcd key this router applied (0: none)",
         &revisions,
+        om,
+    );
+    let expiry: Vec<(String, f64)> = snap
+        .certificates
+        .iter()
+        .map(|(names, t)| (label("names", names), *t as f64))
+        .collect();
+    gauge(
+        out,
+        "ketama_tls_certificate_expiry_timestamp_seconds",
+        "When each certificate the TLS listeners serve expires (Unix time), by its names",
+        &expiry,
         om,
     );
 }

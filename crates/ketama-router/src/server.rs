@@ -13,6 +13,8 @@ use std::sync::Arc;
 use anyhow::Context as _;
 use async_trait::async_trait;
 use pingora::apps::http_app::HttpServer;
+use pingora::apps::HttpServerOptions;
+use pingora::protocols::http::v2::server::H2Options;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::background::background_service;
@@ -118,6 +120,12 @@ pub fn build(
             .iter()
             .enumerate()
             .map(|(i, a)| (format!("server.listen[{i}]"), *a))
+            .chain(
+                v.tls_listen
+                    .iter()
+                    .enumerate()
+                    .map(|(i, a)| (format!("tls.listen[{i}]"), *a)),
+            )
             .collect();
         addrs.push(("admin.listen".into(), v.admin_listen));
         probe(&addrs)?;
@@ -145,8 +153,13 @@ pub fn build(
     let mut server = Server::new_with_opt_and_conf(Some(opt), conf);
     server.bootstrap();
     let listen = v.listen.clone();
+    let tls_listen = v.tls_listen.clone();
+    let h2 = h2_settings(s);
     let admin_listen = v.admin_listen;
     for w in &v.warnings {
+        tracing::warn!("{w}");
+    }
+    for w in crate::tls::check_files(&v)?.1 {
         tracing::warn!("{w}");
     }
     // With [control], the routing sections come from etcd (or the cache
@@ -188,11 +201,17 @@ pub fn build(
         routing: cell.reader(),
         metrics: metrics.clone(),
     };
-    let proxy = pingora::proxy::http_proxy(&server.configuration, router);
-    let mut proxy = Service::new(
-        "ketama proxy".to_string(),
-        Guarded::new(proxy, default_max, cell.reader(), metrics.clone()),
-    );
+    let mut proxy = pingora::proxy::http_proxy(&server.configuration, router);
+    (proxy.server_options, proxy.h2_options) = h2;
+    let guard = Guarded::new(proxy, default_max, cell.reader(), metrics.clone());
+    if !tls_listen.is_empty() {
+        let mut tls = Service::new("ketama tls".to_string(), guard.tls_twin());
+        for l in &tls_listen {
+            tls.add_tcp(&l.to_string());
+        }
+        server.add_service(tls);
+    }
+    let mut proxy = Service::new("ketama proxy".to_string(), guard);
     for l in &listen {
         proxy.add_tcp(&l.to_string());
     }
@@ -236,6 +255,21 @@ pub fn build(
         },
     ));
     Ok((server, cell))
+}
+
+/// Pingora's HTTP/2 settings from `[server]`, fixed at start: the idle
+/// time of a connection with no open stream (`keepalive_timeout_ms`),
+/// streams at once, and the decoded header list's cap
+/// (`max_header_bytes`, as `SETTINGS_MAX_HEADER_LIST_SIZE`).
+fn h2_settings(
+    s: &ketama_config::model::ServerSection,
+) -> (Option<HttpServerOptions>, Option<H2Options>) {
+    let mut options = HttpServerOptions::default();
+    options.h2_idle_timeout = Some(std::time::Duration::from_millis(s.keepalive_timeout_ms));
+    let mut h2 = H2Options::new();
+    h2.max_concurrent_streams(s.h2_max_concurrent_streams)
+        .max_header_list_size(s.max_header_bytes as u32);
+    (Some(options), Some(h2))
 }
 
 /// Resolves the config's discovery sources once before the first

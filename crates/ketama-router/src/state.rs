@@ -18,6 +18,7 @@ use ketama_config::{ConfigError, Discovered, KeySource, Matcher, Plan, Validated
 
 use crate::health::{Health, HealthRegistry};
 use crate::metrics::{BackendMetrics, Metrics};
+use crate::tls::{ServerTls, UpstreamTls};
 
 /// A read-only handle on the current routing state: what the proxy, the
 /// connection guard and the health checker hold. Only the
@@ -53,6 +54,9 @@ pub struct Backend {
     pub header: http::HeaderValue,
     /// Its timeouts and passive-health settings.
     pub limits: BackendLimits,
+    /// Reached over TLS with this SNI (empty: none, unverified); `None`:
+    /// plain.
+    pub tls: Option<String>,
 }
 
 /// A backend's timeouts and passive-health settings: its own where it
@@ -109,6 +113,23 @@ pub struct RoutingState {
     pub balance: Option<Balance>,
     /// The config this was built from.
     pub validated: Validated,
+    /// The TLS listeners' certificates and settings (`None` without
+    /// `[tls]`).
+    pub tls: Option<Arc<ServerTls>>,
+    /// How backends with `tls = true` are reached.
+    pub upstream_tls: Arc<UpstreamTls>,
+}
+
+/// Which TLS files a build reads again (the rest it takes from the
+/// previous state, when their config sections are unchanged).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Files {
+    /// Every file: start and reloads (certificate rotation).
+    All,
+    /// `[upstream_tls]`'s: a new shared config from etcd.
+    Upstream,
+    /// None: discovery and rollout changes.
+    Keep,
 }
 
 /// Bounded loads of one routing state.
@@ -162,6 +183,42 @@ impl RoutingState {
         discovered: &[Discovered],
         previous: Option<&RoutingState>,
     ) -> Result<Self, ConfigError> {
+        let files = if previous.is_some() {
+            Files::Keep
+        } else {
+            Files::All
+        };
+        Self::build_with(v, health, metrics, discovered, previous, files)
+    }
+
+    /// [`RoutingState::build`], reading the TLS files `files` says (every
+    /// file without a previous state).
+    pub fn build_with(
+        v: Validated,
+        health: &HealthRegistry,
+        metrics: &Metrics,
+        discovered: &[Discovered],
+        previous: Option<&RoutingState>,
+        files: Files,
+    ) -> Result<Self, ConfigError> {
+        let keep = |same: bool, wanted: bool| match previous {
+            Some(p) if same && !wanted => Some(p),
+            _ => None,
+        };
+        let tls = match keep(
+            previous.is_some_and(|p| p.validated.config.tls == v.config.tls),
+            files == Files::All,
+        ) {
+            Some(p) => p.tls.clone(),
+            None => ServerTls::load(&v)?.map(Arc::new),
+        };
+        let upstream_tls = match keep(
+            previous.is_some_and(|p| p.validated.config.upstream_tls == v.config.upstream_tls),
+            files != Files::Keep,
+        ) {
+            Some(p) => p.upstream_tls.clone(),
+            None => Arc::new(UpstreamTls::load(&v)?),
+        };
         let plan = match previous {
             Some(p) => Plan::rebuild(&v, discovered, &p.plan)?,
             None => Plan::build(&v, discovered)?,
@@ -182,6 +239,7 @@ impl RoutingState {
                     // header values; anything else gets none.
                     header: http::HeaderValue::from_str(&b.server)
                         .unwrap_or_else(|_| http::HeaderValue::from_static("-")),
+                    tls: b.tls.clone(),
                     limits: BackendLimits {
                         connect_timeout: ms(own
                             .and_then(|o| o.connect_timeout_ms)
@@ -234,6 +292,8 @@ impl RoutingState {
             key,
             balance,
             validated: v,
+            tls,
+            upstream_tls,
         })
     }
 }

@@ -162,7 +162,7 @@ fn routing_a_request_allocates_nothing() {
         // value, cloned for the first time, becomes shared (`bytes` does
         // that on a first clone).
         for ip in &clients {
-            add_forwarded_headers(&mut requests[0].clone(), Some(*ip)).unwrap();
+            add_forwarded_headers(&mut requests[0].clone(), Some(*ip), false).unwrap();
         }
         for b in 0..state.backends.len() {
             let mut resp = ResponseHeader::build(200, None).unwrap();
@@ -171,7 +171,7 @@ fn routing_a_request_allocates_nothing() {
         let mut ours = heads();
         let n = allocations(|| {
             for (i, (up, resp)) in ours.iter_mut().enumerate() {
-                add_forwarded_headers(up, Some(clients[i % clients.len()])).unwrap();
+                add_forwarded_headers(up, Some(clients[i % clients.len()]), false).unwrap();
                 let b = i % state.backends.len();
                 add_response_headers(resp, &state, Some(b), version, (i % 2) as u32).unwrap();
             }

@@ -14,6 +14,7 @@ use crate::ConfigError;
 mod control;
 mod sections;
 mod sources;
+mod tls;
 
 use control::control_of;
 use sources::discovery_sources;
@@ -57,6 +58,8 @@ pub struct Validated {
     pub config: Config,
     /// Proxy listeners.
     pub listen: Vec<SocketAddr>,
+    /// TLS listeners (`[tls] listen`; empty without `[tls]`).
+    pub tls_listen: Vec<SocketAddr>,
     /// Admin listener.
     pub admin_listen: SocketAddr,
     /// The bearer token; `None` when auth is disabled.
@@ -273,6 +276,15 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
     let listen = sections::listeners(&config, file)?;
     let mut warnings = Vec::new();
     let (admin_listen, token) = sections::admin(&config, file, &listen, &mut warnings)?;
+    let tls_listen = tls::tls_listeners(&config, file, &listen)?;
+    if tls_listen.contains(&admin_listen) {
+        return Err(err(
+            file,
+            "admin.listen",
+            format!("{admin_listen} is a TLS listener too: give the admin API its own address"),
+        ));
+    }
+    tls::upstream(&config, file, &mut warnings)?;
     let (ring, new_ring, key) = sections::rings_and_key(&config, file)?;
     let discovery = discovery_sources(&config, file)?;
     let balance = match &config.balance {
@@ -300,6 +312,7 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
     Ok(Validated {
         file: file.to_string(),
         listen,
+        tls_listen,
         admin_listen,
         token,
         ring,

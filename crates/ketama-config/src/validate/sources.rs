@@ -105,6 +105,7 @@ pub(super) fn discovery_sources(
             max_remove_share: d.max_remove_share,
             confirm: d.confirm,
             wait: d.wait_for_discovery,
+            tls: d.tls.then(|| d.sni.clone()),
         });
     }
     Ok(out)

@@ -102,11 +102,13 @@ fn forwarded_for(ip: std::net::IpAddr) -> http::HeaderValue {
 
 /// Adds the headers a proxy owes its upstream: `X-Forwarded-For` (what
 /// came in, every line in order, then the client's address) and
-/// `X-Forwarded-Proto`. Allocates nothing for a request without an
-/// `X-Forwarded-For` of its own from a recent client address.
+/// `X-Forwarded-Proto` (`https` when the client came over TLS).
+/// Allocates nothing for a request without an `X-Forwarded-For` of its
+/// own from a recent client address.
 pub fn add_forwarded_headers(
     upstream: &mut RequestHeader,
     ip: Option<std::net::IpAddr>,
+    tls: bool,
 ) -> Result<()> {
     if let Some(ip) = ip {
         let value = if upstream.headers.contains_key("x-forwarded-for") {
@@ -126,7 +128,8 @@ pub fn add_forwarded_headers(
         };
         upstream.insert_header("x-forwarded-for", value)?;
     }
-    upstream.insert_header("x-forwarded-proto", http::HeaderValue::from_static("http"))?;
+    let proto = if tls { "https" } else { "http" };
+    upstream.insert_header("x-forwarded-proto", http::HeaderValue::from_static(proto))?;
     Ok(())
 }
 
@@ -333,7 +336,14 @@ impl ProxyHttp for Router {
         ctx.attempts += 1;
         ctx.backend = Some(n);
         let b = &state.backends[n];
-        let mut peer = Box::new(HttpPeer::new(b.addr, false, String::new()));
+        let mut peer = Box::new(match &b.tls {
+            None => HttpPeer::new(b.addr, false, String::new()),
+            Some(sni) => {
+                let mut p = HttpPeer::new(b.addr, true, sni.clone());
+                state.upstream_tls.apply(&mut p);
+                p
+            }
+        });
         peer.options.connection_timeout = Some(b.limits.connect_timeout);
         peer.options.read_timeout = Some(b.limits.read_timeout);
         peer.options.write_timeout = Some(b.limits.write_timeout);
@@ -357,7 +367,8 @@ impl ProxyHttp for Router {
             .client_addr()
             .and_then(|a| a.as_inet())
             .map(|a| a.ip());
-        add_forwarded_headers(upstream, ip)
+        let tls = session.digest().is_some_and(|d| d.ssl_digest.is_some());
+        add_forwarded_headers(upstream, ip, tls)
     }
 
     fn fail_to_connect(

@@ -45,7 +45,7 @@ fn routing_keys() {
 fn forwarded_headers() {
     let ip: std::net::IpAddr = "192.0.2.7".parse().unwrap();
     let mut r = req("/", &[]);
-    add_forwarded_headers(&mut r, Some(ip)).unwrap();
+    add_forwarded_headers(&mut r, Some(ip), false).unwrap();
     assert_eq!(r.headers["x-forwarded-for"], "192.0.2.7");
     assert_eq!(r.headers["x-forwarded-proto"], "http");
     // Every line that came in, in order, then the client.
@@ -56,12 +56,12 @@ fn forwarded_headers() {
             ("x-forwarded-for", "10.0.0.2, 10.0.0.3"),
         ],
     );
-    add_forwarded_headers(&mut r, Some(ip)).unwrap();
+    add_forwarded_headers(&mut r, Some(ip), false).unwrap();
     let all: Vec<_> = r.headers.get_all("x-forwarded-for").iter().collect();
     assert_eq!(all, ["10.0.0.1, 10.0.0.2, 10.0.0.3, 192.0.2.7"]);
     // No client address (a Unix socket): the chain is left as it came.
     let mut r = req("/", &[("x-forwarded-for", "10.0.0.1")]);
-    add_forwarded_headers(&mut r, None).unwrap();
+    add_forwarded_headers(&mut r, None, false).unwrap();
     assert_eq!(r.headers["x-forwarded-for"], "10.0.0.1");
     // The cache gives the same value for the same address.
     assert_eq!(forwarded_for(ip), forwarded_for(ip));

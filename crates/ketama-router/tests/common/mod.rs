@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 use ketama::{Layout, Node, Ring, RingBuilder};
 use ketama_router::origin::Origin;
 
+pub mod tls;
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -1,27 +1,22 @@
-//! Client connections: how many may be open, and how long each may take
-//! over its request head or sit idle between requests.
+//! The deadlines of one client connection, enforced the way nginx does:
 //!
-//! Pingora's own timeouts apply per read, and its accept loop takes every
-//! connection the kernel hands it. [`Guarded`] sits between the listener
-//! and Pingora's HTTP proxy: it closes connections past
-//! `server.max_connections` at once, and wraps each one in a [`Timed`]
-//! stream that enforces two deadlines the way nginx does:
+//! - `client_header_timeout`: on HTTP/1.x the whole request head must
+//!   arrive within it, counted from the accept (after the TLS handshake)
+//!   or, on a kept-alive connection, from the next request's first byte;
+//!   a head trickled a byte at a time is answered with a best-effort 408
+//!   and closed. On HTTP/2 the connection preface and then each header
+//!   block (a HEADERS frame and its CONTINUATIONs) must arrive within it,
+//!   from its first byte; a late one closes the connection.
+//! - `keepalive_timeout`: a kept-alive HTTP/1 connection waiting for its
+//!   next request is closed once idle this long (a clean end of stream to
+//!   Pingora). HTTP/2's idle time is Pingora's (no open stream).
 //!
-//! - `client_header_timeout`: the whole request head must arrive within it,
-//!   counted from the accept (or, on a kept-alive connection, from the next
-//!   request's first byte). A head trickled a byte at a time is answered
-//!   with a best-effort 408 and closed.
-//! - `keepalive_timeout`: a kept-alive connection waiting for its next
-//!   request is closed once idle this long (a clean end of stream to
-//!   Pingora).
-//!
-//! It also counts the head's bytes as they arrive: a head over
+//! On HTTP/1 it also counts the head's bytes as they arrive: a head over
 //! `server.max_header_bytes` is answered 431 and closed as soon as it
 //! passes the limit, before Pingora buffers more of it (its own cap is
-//! 1 MiB, answered 400).
-//!
-//! The time between two reads of a request body (`client_body_timeout`) is
-//! Pingora's per-read timeout, set by the proxy on each request.
+//! 1 MiB, answered 400). On HTTP/2 the decoded header list is capped by
+//! the HTTP/2 layer instead (`SETTINGS_MAX_HEADER_LIST_SIZE`), since
+//! HPACK makes the bytes on the wire say nothing of a head's size.
 
 use std::future::Future;
 use std::io;
@@ -32,147 +27,35 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use pingora::apps::{HttpServerApp, ServerApp};
-use pingora::protocols::http::ServerSession;
 use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
-    UniqueIDType,
+    UniqueIDType, ALPN,
 };
-use pingora::server::ShutdownWatch;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::metrics::Metrics;
-use crate::state::StateReader;
+use super::h2scan::H2Scan;
 
 /// The limits of one connection.
 #[derive(Clone, Copy, Debug)]
-struct Limits {
+pub(super) struct Limits {
     /// Deadline for a request head.
-    header_timeout: Duration,
+    pub header_timeout: Duration,
     /// Idle time allowed between requests.
-    keepalive_timeout: Duration,
+    pub keepalive_timeout: Duration,
     /// The largest request head, in bytes.
-    max_head: usize,
+    pub max_head: usize,
 }
 
-/// Pingora's HTTP proxy behind a connection limit and head/idle deadlines.
-/// The limits are the current config's, read at each accept, so a reload
-/// changes them for new connections.
-pub struct Guarded<A> {
-    inner: Arc<A>,
-    /// The limit when the config sets none (derived from the file limit).
-    default_max_connections: usize,
-    open: AtomicUsize,
-    /// Connections reading a request head now (see `cleanup`).
-    heads: Arc<AtomicUsize>,
-    /// The current limits.
-    routing: StateReader,
-    /// Refusals are counted here.
-    metrics: Arc<Metrics>,
-}
-
-impl<A> Guarded<A> {
-    /// Wraps an HTTP app.
-    pub fn new(
-        inner: A,
-        default_max_connections: usize,
-        routing: StateReader,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Guarded {
-            inner: Arc::new(inner),
-            default_max_connections,
-            open: AtomicUsize::new(0),
-            heads: Arc::new(AtomicUsize::new(0)),
-            routing,
-            metrics,
-        }
-    }
-
-    /// Client connections open now.
-    pub fn open(&self) -> usize {
-        self.open.load(Relaxed)
-    }
-}
-
-/// Gives a connection's slot back when it ends, however it ends.
-struct Slot<'a>(&'a AtomicUsize);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
-    }
-}
-
-#[async_trait]
-impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
-    async fn process_new(
-        self: &Arc<Self>,
-        stream: Stream,
-        shutdown: &ShutdownWatch,
-    ) -> Option<Stream> {
-        let open = self.open.fetch_add(1, Relaxed) + 1;
-        let _slot = Slot(&self.open);
-        let state = self.routing.state();
-        let server = &state.validated.config.server;
-        let limits = Limits {
-            header_timeout: Duration::from_millis(server.client_header_timeout_ms),
-            keepalive_timeout: Duration::from_millis(server.keepalive_timeout_ms),
-            max_head: server.max_header_bytes,
-        };
-        let max = server
-            .max_connections
-            .unwrap_or(self.default_max_connections);
-        drop(state);
-        if open > max {
-            // Closed at once: the client sees the end of the connection
-            // instead of a connection that hangs.
-            self.metrics.client_error("connection_limit");
-            return None;
-        }
-        let clock = Arc::new(Clock::new(limits, self.heads.clone()));
-        let mut session = ServerSession::new_http1(Box::new(Timed::new(stream, clock.clone())));
-        // The deadlines are the Timed stream's; Pingora's own idle timer
-        // stays out of the way ("0": no timeout of its own).
-        session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
-        let mut result = self.inner.process_new_http(session, shutdown).await;
-        while let Some((stream, settings)) = result.map(|r| r.consume()) {
-            let mut session = ServerSession::new_http1(stream);
-            if let Some(settings) = settings {
-                settings.apply_to_session(&mut session);
-            }
-            clock.idle();
-            result = self.inner.process_new_http(session, shutdown).await;
-        }
-        match clock.refused.load(Relaxed) {
-            TIMED_OUT => self.metrics.client_error("header_timeout"),
-            TOO_LARGE => self.metrics.client_error("head_too_large"),
-            _ => {}
-        }
-        None
-    }
-
-    /// At shutdown (after the listeners stopped accepting), Pingora aborts
-    /// every connection still waiting for a request head. A connection
-    /// accepted just before, whose request is on its way, would lose it:
-    /// first let the heads being read arrive (at most 2 s), then abort the
-    /// rest. This is what makes a graceful upgrade drop nothing.
-    async fn cleanup(&self) {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while self.heads.load(Relaxed) > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        self.inner.http_cleanup().await;
-    }
-}
+/// The HTTP/2 connection preface (RFC 9113 section 3.4).
+pub(super) const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
 const OPEN: u8 = 0;
 const HEAD: u8 = 1;
 const IDLE: u8 = 2;
 
 /// Why the stream refused a head.
-const TIMED_OUT: u8 = 1;
-const TOO_LARGE: u8 = 2;
+pub(super) const TIMED_OUT: u8 = 1;
+pub(super) const TOO_LARGE: u8 = 2;
 
 /// Which deadline applies to a connection now, shared by the [`Timed`]
 /// stream and the loop that serves its requests.
@@ -201,7 +84,12 @@ impl Drop for Clock {
 }
 
 impl Clock {
-    fn new(limits: Limits, heads: Arc<AtomicUsize>) -> Self {
+    /// Why the connection's last head was refused (0: it was not).
+    pub(super) fn refused(&self) -> u8 {
+        self.refused.load(Relaxed)
+    }
+
+    pub(super) fn new(limits: Limits, heads: Arc<AtomicUsize>) -> Self {
         heads.fetch_add(1, Relaxed);
         Clock {
             limits,
@@ -229,7 +117,7 @@ impl Clock {
     }
 
     /// Between requests: the keep-alive deadline runs.
-    fn idle(&self) {
+    pub(super) fn idle(&self) {
         self.set(IDLE, Some(Instant::now() + self.limits.keepalive_timeout));
     }
 
@@ -253,6 +141,13 @@ pub struct Timed {
     /// Bytes of the current head read so far (a timeout after the first
     /// is answered with a 408).
     head_bytes: usize,
+    /// Bytes read ahead to choose the protocol, served again first.
+    replay: Vec<u8>,
+    replayed: usize,
+    /// HTTP/2's frame scanner, once the connection speaks HTTP/2.
+    h2: Option<H2Scan>,
+    /// The protocol chosen by the preface on a plain connection.
+    alpn: Option<ALPN>,
 }
 
 impl std::fmt::Debug for Timed {
@@ -262,7 +157,7 @@ impl std::fmt::Debug for Timed {
 }
 
 impl Timed {
-    fn new(inner: Stream, clock: Arc<Clock>) -> Self {
+    pub(super) fn new(inner: Stream, clock: Arc<Clock>) -> Self {
         Timed {
             inner,
             clock,
@@ -270,6 +165,80 @@ impl Timed {
             armed_for: None,
             tail: [0; 3],
             head_bytes: 0,
+            replay: Vec::new(),
+            replayed: 0,
+            h2: None,
+            alpn: None,
+        }
+    }
+
+    /// Reads the connection's first bytes, under the head deadline, just
+    /// far enough to tell the HTTP/2 preface from an HTTP/1 request line;
+    /// they are read again afterwards. `Ok(true)`: the preface.
+    pub(super) async fn sniff_preface(&mut self) -> io::Result<bool> {
+        use tokio::io::AsyncReadExt;
+        let deadline = tokio::time::Instant::now() + self.clock.limits.header_timeout;
+        let mut buf = [0u8; 24];
+        while self.replay.len() < H2_PREFACE.len() {
+            let want = H2_PREFACE.len() - self.replay.len();
+            let n = match tokio::time::timeout_at(deadline, self.inner.read(&mut buf[..want])).await
+            {
+                Ok(r) => r?,
+                Err(_) => {
+                    self.clock.refused.store(TIMED_OUT, Relaxed);
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "client_header_timeout",
+                    ));
+                }
+            };
+            if n == 0 {
+                return Err(io::ErrorKind::UnexpectedEof.into());
+            }
+            self.replay.extend_from_slice(&buf[..n]);
+            if !H2_PREFACE.starts_with(&self.replay) {
+                return Ok(false);
+            }
+        }
+        self.alpn = Some(ALPN::H2);
+        Ok(true)
+    }
+
+    /// From now on the connection speaks HTTP/2: its deadlines follow the
+    /// frames (see the module docs).
+    pub(super) fn speak_h2(&mut self) {
+        self.h2 = Some(H2Scan::default());
+    }
+
+    /// Serves replayed bytes first; then the socket.
+    fn poll_source(&mut self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        if self.replayed < self.replay.len() {
+            let rest = &self.replay[self.replayed..];
+            let n = rest.len().min(buf.remaining());
+            buf.put_slice(&rest[..n]);
+            self.replayed += n;
+            if self.replayed == self.replay.len() {
+                self.replay = Vec::new();
+                self.replayed = 0;
+            }
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+
+    /// HTTP/2: moves the head deadline as header blocks open and close.
+    fn on_h2_bytes(&mut self, new: &[u8]) {
+        let Some(scan) = self.h2.as_mut() else { return };
+        let was_open = scan.in_header();
+        scan.feed(new);
+        let open = scan.in_header();
+        if open && !was_open {
+            self.clock.set(
+                HEAD,
+                Some(Instant::now() + self.clock.limits.header_timeout),
+            );
+        } else if !open && self.clock.phase.load(Relaxed) != OPEN {
+            self.clock.set(OPEN, None);
         }
     }
 
@@ -306,7 +275,7 @@ impl Timed {
                 "client_header_timeout: the request head did not arrive in time",
             )
         };
-        if self.head_bytes > 0 {
+        if self.head_bytes > 0 && self.h2.is_none() {
             // If the socket takes it now, the client learns why.
             let _ = Pin::new(&mut self.inner).poll_write(cx, response);
         }
@@ -332,9 +301,15 @@ impl AsyncRead for Timed {
         let this = &mut *self;
         let phase = this.clock.phase.load(Relaxed);
         let before = buf.filled().len();
-        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+        match this.poll_source(cx, buf) {
             Poll::Ready(Ok(())) => {
                 let new = &buf.filled()[before..];
+                if this.h2.is_some() {
+                    if !new.is_empty() {
+                        this.on_h2_bytes(new);
+                    }
+                    return Poll::Ready(Ok(()));
+                }
                 if !new.is_empty() && phase != OPEN {
                     let mut phase = phase;
                     if phase == IDLE {
@@ -432,8 +407,23 @@ impl UniqueID for Timed {
     }
 }
 
-/// Plain TCP: no TLS to report.
-impl Ssl for Timed {}
+/// The TLS under it, if any; on a plain connection, the protocol its
+/// preface chose.
+impl Ssl for Timed {
+    fn get_ssl(&self) -> Option<&pingora::protocols::tls::TlsRef> {
+        self.inner.get_ssl()
+    }
+
+    fn get_ssl_digest(&self) -> Option<Arc<pingora::protocols::tls::SslDigest>> {
+        self.inner.get_ssl_digest()
+    }
+
+    fn selected_alpn_proto(&self) -> Option<ALPN> {
+        self.alpn
+            .clone()
+            .or_else(|| self.inner.selected_alpn_proto())
+    }
+}
 
 impl GetTimingDigest for Timed {
     fn get_timing_digest(&self) -> Vec<Option<pingora::protocols::TimingDigest>> {
@@ -472,6 +462,13 @@ impl GetSocketDigest for Timed {
 #[async_trait]
 impl Peek for Timed {
     async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
+        let rest = &self.replay[self.replayed..];
+        if !rest.is_empty() {
+            // What was read ahead is what a peek would see.
+            let n = rest.len().min(buf.len());
+            buf[..n].copy_from_slice(&rest[..n]);
+            return Ok(n == buf.len());
+        }
         self.inner.try_peek(buf).await
     }
 }

@@ -1,0 +1,212 @@
+//! Client connections: how many may be open, how long a TLS handshake,
+//! a request head or an idle connection may take, and which protocol each
+//! speaks.
+//!
+//! [`Guarded`] sits between a listener and Pingora's HTTP proxy. For each
+//! accepted connection it:
+//!
+//! 1. closes it at once past `server.max_connections` (TLS connections
+//!    count too, before any TLS work);
+//! 2. on a TLS listener, runs the handshake with the certificates of the
+//!    routing state in force at the accept (so a reload's certificates
+//!    serve the next handshake), within `tls.handshake_timeout_ms`,
+//!    counting failures by reason;
+//! 3. picks the protocol: HTTP/2 when ALPN chose `h2`, or, on a plain
+//!    listener with `server.h2c`, when the client's first bytes are the
+//!    HTTP/2 preface (read under the head deadline, then replayed);
+//!    HTTP/1.x otherwise;
+//! 4. wraps it in a [`Timed`] stream with the deadlines nginx applies
+//!    (see [`timed`]), and hands it to Pingora: HTTP/1.x requests one by
+//!    one through this loop, HTTP/2 to Pingora's own HTTP/2 path (its
+//!    per-stream tasks, stream limits and reset budget), under
+//!    `h2_max_concurrent_streams`, the decoded header list capped at
+//!    `max_header_bytes`, and `keepalive_timeout_ms` as the idle time of a
+//!    connection with no open stream.
+//!
+//! The time between two reads of an HTTP/1 request body
+//! (`client_body_timeout`) is Pingora's per-read timeout, set by the proxy
+//! on each request.
+
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use pingora::apps::{HttpServerApp, ServerApp};
+use pingora::protocols::http::ServerSession;
+use pingora::protocols::{Ssl, Stream, ALPN};
+use pingora::server::ShutdownWatch;
+
+use crate::metrics::Metrics;
+use crate::state::StateReader;
+
+mod h2scan;
+pub mod timed;
+
+pub use timed::{Clock, Timed};
+use timed::{Limits, TIMED_OUT, TOO_LARGE};
+
+/// The counts every listener's guard shares: the connection limit is one
+/// for the whole router.
+#[derive(Debug, Default)]
+struct Counts {
+    open: AtomicUsize,
+    /// Connections reading a request head now (see `cleanup`).
+    heads: Arc<AtomicUsize>,
+}
+
+/// Pingora's HTTP proxy behind a connection limit, TLS, protocol choice
+/// and head/idle deadlines. The limits and certificates are the current
+/// routing state's, read at each accept, so a reload changes them for new
+/// connections.
+pub struct Guarded<A> {
+    inner: Arc<A>,
+    /// The limit when the config sets none (derived from the file limit).
+    default_max_connections: usize,
+    counts: Arc<Counts>,
+    /// Whether this guard's listeners speak TLS.
+    tls: bool,
+    /// The current limits and certificates.
+    routing: StateReader,
+    /// Refusals are counted here.
+    metrics: Arc<Metrics>,
+}
+
+impl<A> Guarded<A> {
+    /// Wraps an HTTP app, for plain listeners.
+    pub fn new(
+        inner: A,
+        default_max_connections: usize,
+        routing: StateReader,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Guarded {
+            inner: Arc::new(inner),
+            default_max_connections,
+            counts: Arc::default(),
+            tls: false,
+            routing,
+            metrics,
+        }
+    }
+
+    /// The same app, limit and counts, for TLS listeners.
+    pub fn tls_twin(&self) -> Self {
+        Guarded {
+            inner: self.inner.clone(),
+            default_max_connections: self.default_max_connections,
+            counts: self.counts.clone(),
+            tls: true,
+            routing: self.routing.clone(),
+            metrics: self.metrics.clone(),
+        }
+    }
+
+    /// Client connections open now (all listeners).
+    pub fn open(&self) -> usize {
+        self.counts.open.load(Relaxed)
+    }
+}
+
+/// Gives a connection's slot back when it ends, however it ends.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+#[async_trait]
+impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
+    async fn process_new(
+        self: &Arc<Self>,
+        stream: Stream,
+        shutdown: &ShutdownWatch,
+    ) -> Option<Stream> {
+        let open = self.counts.open.fetch_add(1, Relaxed) + 1;
+        let _slot = Slot(&self.counts.open);
+        let state = self.routing.state();
+        let server = &state.validated.config.server;
+        let limits = Limits {
+            header_timeout: Duration::from_millis(server.client_header_timeout_ms),
+            keepalive_timeout: Duration::from_millis(server.keepalive_timeout_ms),
+            max_head: server.max_header_bytes,
+        };
+        let max = server
+            .max_connections
+            .unwrap_or(self.default_max_connections);
+        let h2c = server.h2c && !self.tls;
+        let tls = if self.tls { state.tls.clone() } else { None };
+        drop(state);
+        if open > max {
+            // Closed at once: the client sees the end of the connection
+            // instead of a connection that hangs.
+            self.metrics.client_error("connection_limit");
+            return None;
+        }
+        let stream: Stream = match (self.tls, tls) {
+            (false, _) => stream,
+            // A TLS listener whose config lost [tls] (refused by reloads:
+            // tls.listen needs a restart), so never; close.
+            (true, None) => return None,
+            (true, Some(tls)) => match crate::tls::handshake::accept(&tls, stream).await {
+                Ok(s) => Box::new(s),
+                Err(reason) => {
+                    self.metrics.tls_handshake_failed(reason);
+                    return None;
+                }
+            },
+        };
+        let clock = Arc::new(Clock::new(limits, self.counts.heads.clone()));
+        let mut timed = Timed::new(stream, clock.clone());
+        let h2 = if h2c {
+            match timed.sniff_preface().await {
+                Ok(h2) => h2,
+                Err(_) => return None,
+            }
+        } else {
+            matches!(timed.selected_alpn_proto(), Some(ALPN::H2))
+        };
+        if h2 {
+            timed.speak_h2();
+            // Pingora's own HTTP/2 path: it sees ALPN h2 (or, for h2c, the
+            // preface this guard read, marked as h2) and serves each
+            // stream as a task of its own.
+            ServerApp::process_new(&self.inner, Box::new(timed), shutdown).await;
+            return None;
+        }
+        let mut session = ServerSession::new_http1(Box::new(timed));
+        // The deadlines are the Timed stream's; Pingora's own idle timer
+        // stays out of the way ("0": no timeout of its own).
+        session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
+        let mut result = self.inner.process_new_http(session, shutdown).await;
+        while let Some((stream, settings)) = result.map(|r| r.consume()) {
+            let mut session = ServerSession::new_http1(stream);
+            if let Some(settings) = settings {
+                settings.apply_to_session(&mut session);
+            }
+            clock.idle();
+            result = self.inner.process_new_http(session, shutdown).await;
+        }
+        match clock.refused() {
+            TIMED_OUT => self.metrics.client_error("header_timeout"),
+            TOO_LARGE => self.metrics.client_error("head_too_large"),
+            _ => {}
+        }
+        None
+    }
+
+    /// At shutdown (after the listeners stopped accepting), Pingora aborts
+    /// every connection still waiting for a request head. A connection
+    /// accepted just before, whose request is on its way, would lose it:
+    /// first let the heads being read arrive (at most 2 s), then abort the
+    /// rest. This is what makes a graceful upgrade drop nothing.
+    async fn cleanup(&self) {
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while self.counts.heads.load(Relaxed) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        self.inner.http_cleanup().await;
+    }
+}

@@ -1,0 +1,73 @@
+//! TLS on both sides, with rustls (Pingora's `rustls` feature, the `ring`
+//! provider; no OpenSSL).
+//!
+//! - [`ServerTls`]: the TLS listeners' certificates (chosen by SNI),
+//!   ALPN, versions, client certificates and session resumption, loaded
+//!   from `[tls]` at start and at each reload and held in the routing
+//!   state, so a reload swaps them for the next handshake while open
+//!   connections keep theirs. The handshake itself runs in the
+//!   connection guard ([`crate::conn`]), after the connection limit and
+//!   under `handshake_timeout_ms`; [`handshake`] counts its failures by
+//!   reason.
+//! - [`UpstreamTls`]: `[upstream_tls]` (CA, verification, client
+//!   certificate, h2), applied to the peer of each backend with
+//!   `tls = true`.
+
+mod files;
+pub mod handshake;
+mod server;
+mod upstream;
+
+pub use files::{rfc3339, CertFacts};
+pub use server::{CertificateInfo, ServerTls};
+pub use upstream::UpstreamTls;
+
+/// Installs rustls' `ring` provider as the process default (Pingora's
+/// connector builds its configs from the default); idempotent.
+pub fn install_crypto_provider() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// A certificate expiring within this many days is warned about.
+pub const EXPIRY_WARNING_DAYS: i64 = 14;
+
+/// What `--check` says of a config's TLS files, after loading every one
+/// of them (an error names the key of the file that does not load): a
+/// line per served certificate (its names and expiry), and warnings for
+/// certificates that expire within [`EXPIRY_WARNING_DAYS`] or have.
+pub fn check_files(
+    v: &ketama_config::Validated,
+) -> Result<(Vec<String>, Vec<String>), ketama_config::ConfigError> {
+    let server = ServerTls::load(v)?;
+    UpstreamTls::load(v)?;
+    let (mut lines, mut warnings) = (Vec::new(), Vec::new());
+    for (i, c) in server
+        .iter()
+        .flat_map(|s| s.certificates.iter().enumerate())
+    {
+        let left = c.facts.expires_in();
+        lines.push(format!(
+            "tls.certificates[{i}]: {} ({}), not after {}",
+            c.cert_file,
+            c.facts.names.join(", "),
+            rfc3339(c.facts.not_after)
+        ));
+        if left < 0 {
+            warnings.push(format!(
+                "{}: tls.certificates[{i}].cert_file: {} expired on {}: renew it; clients refuse it",
+                v.file,
+                c.cert_file,
+                rfc3339(c.facts.not_after)
+            ));
+        } else if left < EXPIRY_WARNING_DAYS * 86_400 {
+            warnings.push(format!(
+                "{}: tls.certificates[{i}].cert_file: {} expires on {} (in {} days): renew it, then reload",
+                v.file,
+                c.cert_file,
+                rfc3339(c.facts.not_after),
+                left / 86_400
+            ));
+        }
+    }
+    Ok((lines, warnings))
+}

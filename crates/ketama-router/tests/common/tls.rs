@@ -1,0 +1,191 @@
+//! TLS for the integration tests: certificates made with the `openssl`
+//! command, nginx as a TLS origin, and curl as the client.
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn run(cmd: &mut Command) -> Output {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
+/// A certificate authority in a directory, issuing P-256 certificates.
+pub struct Ca {
+    pub dir: PathBuf,
+    pub name: String,
+    pub cert: PathBuf,
+    key: PathBuf,
+}
+
+/// A certificate chain and its key.
+#[derive(Clone, Debug)]
+pub struct Issued {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+}
+
+impl Ca {
+    pub fn new(dir: &Path, name: &str) -> Ca {
+        let (cert, key) = (
+            dir.join(format!("{name}.pem")),
+            dir.join(format!("{name}.key")),
+        );
+        run(Command::new("openssl")
+            .args([
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&cert)
+            .args(["-days", "30", "-subj", &format!("/CN={name}")]));
+        Ca {
+            dir: dir.to_path_buf(),
+            name: name.to_string(),
+            cert,
+            key,
+        }
+    }
+
+    /// A certificate for these DNS names (the first is also its CN),
+    /// valid `days` days, saved as `file.pem` and `file.key`.
+    pub fn issue(&self, file: &str, names: &[&str], days: u32) -> Issued {
+        let (cert, key) = (
+            self.dir.join(format!("{file}.pem")),
+            self.dir.join(format!("{file}.key")),
+        );
+        let csr = self.dir.join(format!("{file}.csr"));
+        let ext = self.dir.join(format!("{file}.ext"));
+        let sans: Vec<String> = names.iter().map(|n| format!("DNS:{n}")).collect();
+        std::fs::write(&ext, format!("subjectAltName={}\n", sans.join(","))).unwrap();
+        run(Command::new("openssl")
+            .args([
+                "req",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:P-256",
+                "-nodes",
+            ])
+            .arg("-keyout")
+            .arg(&key)
+            .arg("-out")
+            .arg(&csr)
+            .args(["-subj", &format!("/CN={}", names[0])]));
+        run(Command::new("openssl")
+            .args(["x509", "-req", "-in"])
+            .arg(&csr)
+            .arg("-CA")
+            .arg(&self.cert)
+            .arg("-CAkey")
+            .arg(&self.key)
+            .args(["-CAcreateserial", "-days", &days.to_string(), "-out"])
+            .arg(&cert)
+            .arg("-extfile")
+            .arg(&ext));
+        Issued { cert, key }
+    }
+}
+
+/// nginx serving HTTPS on loopback: `200 tls-origin URI SNI` for every
+/// request; with `client_ca`, only to clients with a certificate it signed.
+pub struct Nginx {
+    pub addr: SocketAddr,
+    child: Child,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Nginx {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn nginx_binary() -> &'static str {
+    if Path::new("/usr/sbin/nginx").exists() {
+        "/usr/sbin/nginx"
+    } else {
+        "nginx"
+    }
+}
+
+impl Nginx {
+    pub fn start_tls(cert: &Issued, client_ca: Option<&Path>) -> Nginx {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = super::free_addr();
+        let d = dir.path().display();
+        let verify = client_ca.map_or(String::new(), |ca| {
+            format!(
+                "ssl_verify_client on; ssl_client_certificate {};",
+                ca.display()
+            )
+        });
+        let conf = format!(
+            "daemon off; master_process off; worker_processes 1; error_log {d}/error.log; pid {d}/nginx.pid;
+events {{ worker_connections 256; }}
+http {{
+  access_log off;
+  client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
+  server {{
+    listen {addr} ssl;
+    ssl_certificate {}; ssl_certificate_key {};
+    {verify}
+    location / {{ return 200 \"tls-origin $request_uri $ssl_server_name\\n\"; }}
+  }}
+}}
+",
+            cert.cert.display(),
+            cert.key.display()
+        );
+        let path = dir.path().join("nginx.conf");
+        std::fs::write(&path, conf).unwrap();
+        let child = Command::new(nginx_binary())
+            .arg("-p")
+            .arg(dir.path())
+            .arg("-e")
+            .arg(dir.path().join("error.log"))
+            .arg("-c")
+            .arg(&path)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("nginx (scripts/setup.sh installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::net::TcpStream::connect(addr).is_err() {
+            assert!(Instant::now() < deadline, "nginx did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Nginx {
+            addr,
+            child,
+            _dir: dir,
+        }
+    }
+}
+
+/// Runs curl with these arguments; its stdout.
+pub fn curl(args: &[&str]) -> String {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "10"])
+        .args(args)
+        .output()
+        .expect("curl");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
