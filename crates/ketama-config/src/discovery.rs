@@ -293,7 +293,29 @@ mod tests {
             max_remove_share: 0.5,
             confirm: 3,
             wait: false,
+            tls: None,
         }
+    }
+
+    #[test]
+    fn tls_sources_send_the_target_as_sni_unless_told() {
+        let mut src = source(Query::Srv("_c._tcp.x.".into()), WeightMode::Equal);
+        let recs = [rec("Cache-1.X.", 443, 1, 1, &["10.0.0.1"])];
+        assert_eq!(backends_of(&src, &recs, true)[0].tls, None);
+        src.tls = Some(None);
+        assert_eq!(
+            backends_of(&src, &recs, true)[0].tls.as_deref(),
+            Some("cache-1.x")
+        );
+        assert_eq!(
+            backends_of(&src, &recs, false)[0].tls.as_deref(),
+            Some("cache-1.x")
+        );
+        src.tls = Some(Some("origin.example".into()));
+        assert_eq!(
+            backends_of(&src, &recs, true)[0].tls.as_deref(),
+            Some("origin.example")
+        );
     }
 
     fn rec(target: &str, port: u16, priority: u16, weight: u16, addrs: &[&str]) -> Record {

@@ -21,7 +21,13 @@ fn router_to(origin: SocketAddr, upstream: &str, health: &str, dir: &Path) -> Ro
     start_router_with(&path, proxy, admin, &[], Some(&dir.join("router.log")))
 }
 
-fn config_text(origin: SocketAddr, proxy: SocketAddr, admin: SocketAddr, upstream: &str, health: &str) -> String {
+fn config_text(
+    origin: SocketAddr,
+    proxy: SocketAddr,
+    admin: SocketAddr,
+    upstream: &str,
+    health: &str,
+) -> String {
     format!(
         "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\nretries = 0\nmax_fails = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[health]\ninterval_ms = 100\ntimeout_ms = 500\n{health}\n\n[upstream_tls]\n{upstream}\n\n[[backends]]\naddress = \"{origin}\"\ntls = true\nsni = \"origin.test\"\n"
     )
@@ -29,7 +35,11 @@ fn config_text(origin: SocketAddr, proxy: SocketAddr, admin: SocketAddr, upstrea
 
 /// Rewrites the router's config with another `[upstream_tls]` and reloads.
 fn reconfigure(r: &RouterProc, origin: SocketAddr, upstream: &str, health: &str, dir: &Path) {
-    std::fs::write(dir.join("router.toml"), config_text(origin, r.proxy, r.admin, upstream, health)).unwrap();
+    std::fs::write(
+        dir.join("router.toml"),
+        config_text(origin, r.proxy, r.admin, upstream, health),
+    )
+    .unwrap();
     let resp = admin_call(r, "POST", "/reload", "");
     assert_eq!(resp.status, 200, "{}", resp.body);
 }
@@ -66,7 +76,13 @@ fn backends_are_verified_and_no_connection_outlives_a_ca_change() {
     let log = std::fs::read_to_string(dir.path().join("router.log")).unwrap();
     assert!(log.contains("backend failed"), "{log}");
     // Verification off: served (and a warning says what that means).
-    reconfigure(&r, o, &format!("{trust2}\nverify = false"), "enabled = false", dir.path());
+    reconfigure(
+        &r,
+        o,
+        &format!("{trust2}\nverify = false"),
+        "enabled = false",
+        dir.path(),
+    );
     assert_eq!(get(&r, "/unverified").status, 200);
     // The system's roots do not know the test CA either.
     reconfigure(&r, o, "", "enabled = false", dir.path());
@@ -83,10 +99,21 @@ fn health_checks_use_the_backends_tls_settings() {
     let nginx = Nginx::start_tls(&ca1.issue("origin", &["origin.test"], 30), None);
     let o = nginx.addr;
     let healthy = |r: &RouterProc| status_json(r)["backends"][0]["healthy"].as_bool().unwrap();
-    let r = router_to(o, &format!("ca_file = \"{}\"", ca2.cert.display()), "", dir.path());
+    let r = router_to(
+        o,
+        &format!("ca_file = \"{}\"", ca2.cert.display()),
+        "",
+        dir.path(),
+    );
     wait_for(Duration::from_secs(10), || !healthy(&r));
     assert_eq!(status_json(&r)["backends"][0]["tls"]["sni"], "origin.test");
-    reconfigure(&r, o, &format!("ca_file = \"{}\"", ca1.cert.display()), "", dir.path());
+    reconfigure(
+        &r,
+        o,
+        &format!("ca_file = \"{}\"", ca1.cert.display()),
+        "",
+        dir.path(),
+    );
     wait_for(Duration::from_secs(10), || healthy(&r));
     assert_eq!(get(&r, "/h").status, 200);
 }
@@ -101,7 +128,11 @@ fn client_certificates_both_ways() {
     let trust = format!("ca_file = \"{}\"", ca.cert.display());
     let r = router_to(o, &trust, "enabled = false", dir.path());
     let resp = get(&r, "/no-cert");
-    assert_eq!(resp.status, 400, "nginx refuses a client without a certificate: {}", resp.body);
+    assert_eq!(
+        resp.status, 400,
+        "nginx refuses a client without a certificate: {}",
+        resp.body
+    );
     let me = ca.issue("router", &["router.test"], 30);
     let with_cert = format!(
         "{trust}\ncert_file = \"{}\"\nkey_file = \"{}\"",
@@ -126,18 +157,35 @@ fn client_certificates_both_ways() {
     let path = dir.path().join("mtls.toml");
     std::fs::write(&path, text).unwrap();
     let r = start_router_with(&path, proxy, admin, &[], None);
-    wait_for(Duration::from_secs(10), || std::net::TcpStream::connect(tls).is_ok());
+    wait_for(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(tls).is_ok()
+    });
     let url = format!("https://site.test:{}/m", tls.port());
     let resolve = format!("site.test:{}:127.0.0.1", tls.port());
     let cacert = ca.cert.display().to_string();
-    let base = ["--cacert", &cacert, "--resolve", &resolve, "-o", "/dev/null", "-w", "%{http_code}"];
+    let base = [
+        "--cacert",
+        &cacert,
+        "--resolve",
+        &resolve,
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+    ];
     let refused = curl(&[&base[..], &[url.as_str()]].concat());
     assert_eq!(refused, "000", "no client certificate: no handshake");
-    let (cert, key) = (client.cert.display().to_string(), client.key.display().to_string());
+    let (cert, key) = (
+        client.cert.display().to_string(),
+        client.key.display().to_string(),
+    );
     let served = curl(&[&base[..], &["--cert", &cert, "--key", &key, url.as_str()]].concat());
     assert_eq!(served, "200");
     wait_for(Duration::from_secs(5), || {
-        sample(&metrics_text(&r), "ketama_tls_handshake_failures_total{reason=\"bad_client_certificate\"}") == 1.0
+        sample(
+            &metrics_text(&r),
+            "ketama_tls_handshake_failures_total{reason=\"bad_client_certificate\"}",
+        ) == 1.0
     });
 }
 
@@ -157,7 +205,9 @@ fn check(text: &str, dir: &Path) -> (bool, String, String) {
 }
 
 fn tls_config(certs: &[(&Path, &Path)], backend: &str) -> String {
-    let mut s = String::from("[admin]\nlisten = \"127.0.0.1:1\"\nauth = false\n[tls]\nlisten = [\"127.0.0.1:2\"]\n");
+    let mut s = String::from(
+        "[admin]\nlisten = \"127.0.0.1:1\"\nauth = false\n[tls]\nlisten = [\"127.0.0.1:2\"]\n",
+    );
     for (c, k) in certs {
         s.push_str(&format!(
             "[[tls.certificates]]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
@@ -165,7 +215,9 @@ fn tls_config(certs: &[(&Path, &Path)], backend: &str) -> String {
             k.display()
         ));
     }
-    s.push_str(&format!("[[backends]]\naddress = \"127.0.0.1:3\"\n{backend}\n"));
+    s.push_str(&format!(
+        "[[backends]]\naddress = \"127.0.0.1:3\"\n{backend}\n"
+    ));
     s
 }
 
@@ -176,24 +228,67 @@ fn check_loads_every_tls_file() {
     let ca = Ca::new(d, "ca");
     let a: Issued = ca.issue("a", &["a.test", "*.a.test"], 30);
     let soon = ca.issue("soon", &["soon.test"], 3);
-    let (ok, out, err) = check(&tls_config(&[(&a.cert, &a.key), (&soon.cert, &soon.key)], ""), d);
+    let (ok, out, err) = check(
+        &tls_config(&[(&a.cert, &a.key), (&soon.cert, &soon.key)], ""),
+        d,
+    );
     assert!(ok, "{err}");
-    assert!(out.contains("tls.certificates[0]: ") && out.contains("(a.test, *.a.test), not after 20"), "{out}");
-    assert!(err.contains("tls.certificates[1].cert_file") && err.contains("expires on"), "{err}");
+    assert!(
+        out.contains("tls.certificates[0]: ") && out.contains("(a.test, *.a.test), not after 20"),
+        "{out}"
+    );
+    assert!(
+        err.contains("tls.certificates[1].cert_file") && err.contains("expires on"),
+        "{err}"
+    );
     let refused = |text: String, key: &str, words: &str| {
         let (ok, _, err) = check(&text, d);
         assert!(!ok, "accepted: {text}");
-        assert!(err.contains(key) && err.contains(words), "{key} / {words}: {err}");
+        assert!(
+            err.contains(key) && err.contains(words),
+            "{key} / {words}: {err}"
+        );
     };
-    refused(tls_config(&[(&a.cert, &soon.key)], ""), "tls.certificates[0].key_file", "does not belong");
+    refused(
+        tls_config(&[(&a.cert, &soon.key)], ""),
+        "tls.certificates[0].key_file",
+        "does not belong",
+    );
     std::fs::write(d.join("junk.pem"), "hello\n").unwrap();
-    refused(tls_config(&[(&d.join("junk.pem"), &a.key)], ""), "tls.certificates[0].cert_file", "no certificate");
-    refused(tls_config(&[(&a.cert, &d.join("junk.pem"))], ""), "tls.certificates[0].key_file", "no private key");
-    refused(tls_config(&[(&a.cert, &d.join("missing.key"))], ""), "tls.certificates[0].key_file", "cannot read");
-    refused(tls_config(&[], ""), "tls.certificates", "at least one certificate");
-    refused(tls_config(&[(&a.cert, &a.key)], "sni = \"x.test\""), "backends[0].sni", "set tls = true");
-    refused(tls_config(&[(&a.cert, &a.key)], "tls = true"), "backends[0].sni", "needs the name");
-    let unverified = format!("{}\n[upstream_tls]\nverify = false\n", tls_config(&[(&a.cert, &a.key)], "tls = true"));
+    refused(
+        tls_config(&[(&d.join("junk.pem"), &a.key)], ""),
+        "tls.certificates[0].cert_file",
+        "no certificate",
+    );
+    refused(
+        tls_config(&[(&a.cert, &d.join("junk.pem"))], ""),
+        "tls.certificates[0].key_file",
+        "no private key",
+    );
+    refused(
+        tls_config(&[(&a.cert, &d.join("missing.key"))], ""),
+        "tls.certificates[0].key_file",
+        "cannot read",
+    );
+    refused(
+        tls_config(&[], ""),
+        "tls.certificates",
+        "at least one certificate",
+    );
+    refused(
+        tls_config(&[(&a.cert, &a.key)], "sni = \"x.test\""),
+        "backends[0].sni",
+        "set tls = true",
+    );
+    refused(
+        tls_config(&[(&a.cert, &a.key)], "tls = true"),
+        "backends[0].sni",
+        "needs the name",
+    );
+    let unverified = format!(
+        "{}\n[upstream_tls]\nverify = false\n",
+        tls_config(&[(&a.cert, &a.key)], "tls = true")
+    );
     let (ok, _, err) = check(&unverified, d);
     assert!(ok && err.contains("upstream_tls.verify: false"), "{err}");
     let bad_ca = format!(

@@ -1,0 +1,243 @@
+//! HTTP/2's limits, by raw frames and curl: the head deadline per header
+//! block, the idle time, the decoded header cap, and a burst of opened and
+//! at once reset streams (rapid reset, CVE-2023-44487) while other clients
+//! are served.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::tls::curl;
+use common::*;
+use ketama_router::origin::Origin;
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    f.extend([kind, flags]);
+    f.extend(stream.to_be_bytes());
+    f.extend(payload);
+    f
+}
+
+/// Reads until the router closes the connection; how long that took.
+fn closed_after(c: &mut TcpStream, start: Instant) -> Duration {
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut b = [0u8; 4096];
+    loop {
+        match c.read(&mut b) {
+            Ok(0) | Err(_) => return start.elapsed(),
+            Ok(_) => {}
+        }
+    }
+}
+
+fn h2c_router(server: &str) -> (Vec<Origin>, RouterProc, tempfile::TempDir) {
+    let origins: Vec<Origin> = (0..2).map(|i| Origin::start(i).unwrap()).collect();
+    let addrs: Vec<_> = origins.iter().map(|o| o.addr()).collect();
+    let (r, dir) = router_over(&addrs, &format!("h2c = true\n{server}"), "");
+    (origins, r, dir)
+}
+
+#[test]
+fn a_header_block_must_arrive_within_client_header_timeout() {
+    let (_o, r, _d) = h2c_router("client_header_timeout_ms = 400\nkeepalive_timeout_ms = 60000");
+    // The preface, SETTINGS, then a HEADERS frame without END_HEADERS and
+    // no CONTINUATION: the block never completes.
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    c.write_all(PREFACE).unwrap();
+    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    let start = Instant::now();
+    // Flags 0: neither END_HEADERS nor END_STREAM.
+    c.write_all(&frame(0x1, 0, 1, &[0x82])).unwrap();
+    let took = closed_after(&mut c, start);
+    assert!(
+        took >= Duration::from_millis(350) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // Half a preface, then nothing: the same deadline.
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    let start = Instant::now();
+    c.write_all(&PREFACE[..10]).unwrap();
+    let took = closed_after(&mut c, start);
+    assert!(
+        took >= Duration::from_millis(350) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+    // A connection that finished its preface and sends nothing is idle,
+    // not late: it stays open past the head deadline.
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    c.write_all(PREFACE).unwrap();
+    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    c.set_read_timeout(Some(Duration::from_millis(1200)))
+        .unwrap();
+    let start = Instant::now();
+    let mut b = [0u8; 4096];
+    while start.elapsed() < Duration::from_millis(1000) {
+        match c.read(&mut b) {
+            Ok(0) => panic!("closed after {:?}", start.elapsed()),
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                break
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert!(start.elapsed() >= Duration::from_millis(1000));
+}
+
+#[test]
+fn an_idle_connection_closes_after_keepalive_timeout() {
+    let (_o, r, _d) = h2c_router("keepalive_timeout_ms = 500");
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    c.write_all(PREFACE).unwrap();
+    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    let took = closed_after(&mut c, Instant::now());
+    assert!(
+        took >= Duration::from_millis(400) && took < Duration::from_secs(4),
+        "{took:?}"
+    );
+}
+
+#[test]
+fn the_decoded_header_list_is_capped_by_max_header_bytes() {
+    let (_o, r, _d) = h2c_router("max_header_bytes = 4096");
+    let url = format!("http://{}/big", r.proxy);
+    let fits = format!("x-fits: {}", "a".repeat(2000));
+    let code = curl(&[
+        "--http2-prior-knowledge",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-H",
+        &fits,
+        &url,
+    ]);
+    assert_eq!(code, "200");
+    let big = format!("x-big: {}", "a".repeat(8000));
+    let code = curl(&[
+        "--http2-prior-knowledge",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        "-H",
+        &big,
+        &url,
+    ]);
+    assert_ne!(code, "200", "an 8 KB header over a 4 KB cap");
+    // The router serves on.
+    let code = curl(&[
+        "--http2-prior-knowledge",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &url,
+    ]);
+    assert_eq!(code, "200");
+}
+
+/// CPU seconds the process has used (user + system).
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
+}
+
+/// Opens streams and resets each at once (HEADERS then RST_STREAM, in
+/// batches of 100, raw frames so nothing is elided on the client's side),
+/// on connection after connection, for `for_how_long`; returns (streams
+/// sent, connections the router ended).
+fn rapid_reset(addr: std::net::SocketAddr, for_how_long: Duration) -> (u64, u64) {
+    // GET / with :authority "x", as HPACK: three indexed fields and one
+    // literal with an indexed name.
+    let block = [0x82, 0x86, 0x84, 0x41, 0x01, b'x'];
+    let end = Instant::now() + for_how_long;
+    let (mut streams, mut ended) = (0u64, 0u64);
+    while Instant::now() < end {
+        let mut c = TcpStream::connect(addr).unwrap();
+        c.write_all(PREFACE).unwrap();
+        c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+        let mut reader = c.try_clone().unwrap();
+        let closed = std::thread::spawn(move || {
+            let mut b = [0u8; 16384];
+            while matches!(reader.read(&mut b), Ok(n) if n > 0) {}
+        });
+        let mut id = 1u32;
+        let ok = loop {
+            if Instant::now() >= end || id > 2_000_000 {
+                break false;
+            }
+            let mut batch = Vec::with_capacity(100 * 32);
+            for _ in 0..100 {
+                batch.extend(frame(0x1, 0x5, id, &block));
+                batch.extend(frame(0x3, 0, id, &8u32.to_be_bytes()));
+                id += 2;
+            }
+            if c.write_all(&batch).is_err() {
+                break true;
+            }
+            streams += 100;
+            if closed.is_finished() {
+                break true;
+            }
+        };
+        if ok {
+            ended += 1;
+        }
+        let _ = c.shutdown(std::net::Shutdown::Both);
+        let _ = closed.join();
+    }
+    (streams, ended)
+}
+
+#[test]
+fn a_reset_burst_does_not_starve_other_clients() {
+    let (_o, r, _d) = h2c_router("");
+    let pid = r.child.id();
+    let cpu_before = cpu_seconds(pid);
+    let proxy = r.proxy;
+    let attack = std::thread::spawn(move || rapid_reset(proxy, Duration::from_secs(3)));
+    // Meanwhile another client is served, each request promptly.
+    let mut slowest = Duration::ZERO;
+    for i in 0..30 {
+        let t = Instant::now();
+        let resp = get(&r, &format!("/other/{i}"));
+        assert_eq!(resp.status, 200);
+        slowest = slowest.max(t.elapsed());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (streams, ended) = attack.join().unwrap();
+    let cpu = cpu_seconds(pid) - cpu_before;
+    eprintln!("rapid reset: {streams} streams reset, {ended} connections ended by the router, router CPU {cpu:.2} s, slowest other request {slowest:?}");
+    assert!(
+        streams > 0 && ended > 0,
+        "the router ends connections that only reset: {streams} / {ended}"
+    );
+    assert!(
+        streams / ended.max(1) < 10_000,
+        "a connection may reset a bounded number of streams: {streams} over {ended}"
+    );
+    assert!(slowest < Duration::from_secs(1), "{slowest:?}");
+    assert!(cpu < 8.0, "router CPU {cpu:.2} s over a 3 s burst");
+    // And it serves HTTP/2 afterwards.
+    let code = curl(&[
+        "--http2-prior-knowledge",
+        "-o",
+        "/dev/null",
+        "-w",
+        "%{http_code}",
+        &format!("http://{}/after", r.proxy),
+    ]);
+    assert_eq!(code, "200");
+}
