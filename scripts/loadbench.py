@@ -486,5 +486,9 @@ nginx_origins()
 print(f"Machine: {os.cpu_count()} CPUs ({open('/proc/cpuinfo').read().split('model name')[1].split(':')[1].splitlines()[0].strip()}); "
       f"wrk, the proxies and the origins share them. {DUR} s per run.\n")
 for section in SECTIONS:
+    if section == "tls":
+        import loadbench_tls
+        loadbench_tls.tls(sys.modules[__name__])
+        continue
     {"throughput": throughput, "alloc": alloc, "balance": balance, "scale": scale, "flood": flood}[section]()
 print("done")

@@ -4,20 +4,24 @@
 # rounds, medians and spread), the global allocator's effect, the cost of
 # bounded loads (factor 125 against off), the 10,000 backend scale (RSS,
 # start, reload, p99 during reloads, admin API), and RSS after a connection
-# flood. Prints markdown tables.
+# flood; and, asked for by name, TLS (keep-alive HTTPS, full and resumed
+# handshakes, HTTP/2 over TLS against nginx and stock Pingora's rustls
+# listener: scripts/loadbench_tls.py). Prints markdown tables.
 #
 # Usage: scripts/loadbench.sh [SECONDS_PER_RUN] [ROUNDS] [SECTIONS]
-#   defaults: 10 s, 5 rounds, all sections (throughput,alloc,balance,scale,flood).
-# Needs nginx and wrk (Debian: apt-get install nginx wrk; installed here when
-# run as root and missing), cargo and python3. Loopback only.
+#   defaults: 10 s, 5 rounds, sections throughput,alloc,balance,scale,flood
+#   (add tls, or give it alone: scripts/loadbench.sh 10 5 tls).
+# Needs nginx, wrk, h2load and openssl (Debian: apt-get install nginx wrk
+# nghttp2-client openssl; installed here when run as root and missing),
+# cargo and python3. Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for tool in nginx wrk; do
+for tool in nginx wrk h2load openssl; do
   if ! command -v "$tool" >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ]; then
-      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx wrk >/dev/null
+      apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nginx wrk nghttp2-client openssl >/dev/null
     else
-      echo "loadbench: $tool not found: apt-get install nginx wrk" >&2
+      echo "loadbench: $tool not found: apt-get install nginx wrk nghttp2-client openssl" >&2
       exit 1
     fi
   fi

@@ -149,6 +149,12 @@ fn push(a: PushArgs) -> anyhow::Result<()> {
     for w in &v.warnings {
         eprintln!("ketama: warning: {w}");
     }
+    if v.config.upstream_tls != Default::default() {
+        ketama_config::pem::check_upstream_files(&v)?;
+        eprintln!(
+            "ketama: [upstream_tls] files read here; each router reads them again on its own machine when it applies the config (a router without them rejects it)"
+        );
+    }
     if v.has_backends() && v.discovery.is_empty() {
         ketama_config::Plan::build(&v, &[])?;
     }

@@ -35,6 +35,7 @@ fn push_checks_then_compares_and_swaps() {
         ("[server]\nlisten = [\"127.0.0.1:1\"]\n[[backends]]\naddress = \"127.0.0.1:9001\"\n", "stays in each router's own file"),
         ("[migration]\nscope = \"ams\"\n[migration.ring]\n[[backends]]\naddress = \"127.0.0.1:9001\"\n", "[control] scope"),
         ("", "no backends"),
+        ("[upstream_tls]\nca_file = \"/nonexistent/ca.pem\"\n[[backends]]\naddress = \"127.0.0.1:9001\"\ntls = true\nsni = \"o.test\"\n", "upstream_tls.ca_file: /nonexistent/ca.pem: cannot read"),
     ] {
         let f = config_file(dir.path(), "bad.toml", text);
         let (code, _, err) = run(&[&base[..], &["--config", &f]].concat(), b"");
@@ -46,6 +47,10 @@ fn push_checks_then_compares_and_swaps() {
     let f = config_file(dir.path(), "good.toml", GOOD);
     let (code, out, err) = run(&[&base[..], &["--config", &f]].concat(), b"");
     assert_eq!(code, 0, "{err}");
+    assert!(
+        !err.contains("upstream_tls"),
+        "no TLS, no word of it: {err}"
+    );
     let (kv, _) = etcd.client().get(&keys.config()).unwrap();
     let kv = kv.expect("written");
     assert_eq!(kv.value, GOOD.as_bytes());
@@ -210,4 +215,50 @@ fn rollout_and_status() {
     );
     assert_ne!(code, 0);
     assert!(err.contains("cannot reach etcd"), "{err}");
+}
+
+#[test]
+fn push_reads_the_upstream_tls_files_and_says_routers_read_them_again() {
+    let etcd = EtcdServer::start().unwrap();
+    let url = etcd.url();
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    let status = std::process::Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+        ])
+        .arg(dir.path().join("ca.key"))
+        .arg("-out")
+        .arg(&ca)
+        .args(["-days", "2", "-subj", "/CN=ca"])
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    let text = format!(
+        "[upstream_tls]\nca_file = \"{}\"\n[[backends]]\naddress = \"127.0.0.1:9001\"\ntls = true\nsni = \"o.test\"\n",
+        ca.display()
+    );
+    let f = config_file(dir.path(), "tls.toml", &text);
+    let (code, _, err) = run(
+        &[
+            "fleet", "push", "--etcd", &url, "--prefix", PREFIX, "--config", &f,
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("each router reads them again"), "{err}");
+    let written = etcd
+        .client()
+        .get(&Keys::new(PREFIX).config())
+        .unwrap()
+        .0
+        .unwrap();
+    assert_eq!(written.value, text.as_bytes());
 }

@@ -35,6 +35,7 @@ pub mod discovery;
 pub mod keys;
 pub mod model;
 mod model_tls;
+pub mod pem;
 mod plan;
 mod position;
 mod rollout;

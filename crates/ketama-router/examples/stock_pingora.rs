@@ -5,8 +5,13 @@
 //! ```text
 //! cargo run --release -p ketama-router --example stock_pingora -- \
 //!     --listen 127.0.0.1:18082 --threads 1 [--no-steal] [--keepalive N] \
-//!     [--backends-file FILE] [ADDR ...]
+//!     [--backends-file FILE] [--tls CERT KEY] [ADDR ...]
 //! ```
+//!
+//! `--tls CERT KEY` makes the listener a TLS one with Pingora's own
+//! `rustls` listener (TLS 1.2 and 1.3, ALPN h2 and http/1.1), for the TLS
+//! benchmarks; its session resumption is rustls' default (a session cache
+//! and TLS 1.3 tickets), which Pingora 0.9.1's listener cannot turn off.
 //!
 //! Built with the package's default features it uses ketama-router's
 //! global allocator (jemalloc); built with `--no-default-features`, the
@@ -71,6 +76,7 @@ fn main() {
     let mut work_stealing = true; // Pingora's default
     let mut keepalive = None;
     let mut file = None;
+    let mut tls = None;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--listen" => listen = args.next().expect("--listen ADDR"),
@@ -83,6 +89,11 @@ fn main() {
             "--no-steal" => work_stealing = false,
             "--keepalive" => keepalive = args.next().and_then(|n| n.parse().ok()),
             "--backends-file" => file = args.next(),
+            "--tls" => {
+                let cert = args.next().expect("--tls CERT KEY");
+                let key = args.next().expect("--tls CERT KEY");
+                tls = Some((cert, key));
+            }
             _ => addrs.push(a),
         }
     }
@@ -113,7 +124,15 @@ fn main() {
         .block_on(lb.update())
         .expect("static discovery does not fail");
     let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, Stock(Arc::new(lb)));
-    proxy.add_tcp(&listen);
+    match &tls {
+        None => proxy.add_tcp(&listen),
+        Some((cert, key)) => {
+            let mut settings = pingora::listeners::tls::TlsSettings::intermediate(cert, key)
+                .expect("readable certificate and key");
+            settings.enable_h2();
+            proxy.add_tls_with_settings(&listen, None, settings);
+        }
+    }
     server.add_service(proxy);
     server.run_forever();
 }

@@ -203,13 +203,20 @@ fn serve(c: TcpStream, s: &Shared) -> io::Result<()> {
             return Ok(());
         }
         *s.last_head.lock().unwrap_or_else(|e| e.into_inner()) = head;
-        let now = s.in_flight.fetch_add(1, SeqCst) + 1;
-        s.max_in_flight.fetch_max(now, SeqCst);
+        // Health checks are not the proxied load the in-flight peak
+        // measures (a check in the same instant as a burst would count).
+        let counted = path != "/health";
+        if counted {
+            let now = s.in_flight.fetch_add(1, SeqCst) + 1;
+            s.max_in_flight.fetch_max(now, SeqCst);
+        }
         let delay = s.delay_ms.load(SeqCst);
         if delay > 0 {
             std::thread::sleep(Duration::from_millis(delay));
         }
-        s.in_flight.fetch_sub(1, SeqCst);
+        if counted {
+            s.in_flight.fetch_sub(1, SeqCst);
+        }
         if !s.alive.load(SeqCst) {
             return Ok(());
         }

@@ -365,8 +365,13 @@ fn restarts_from_the_cache_while_etcd_is_down() {
     let rollout = "{\"global_bp\": 2500}";
     let rollout_rev = put(&etcd, &keys.rollout(), rollout);
     let f = fleet_router(&etcd.url(), "ams");
+    // Applied, and then written to the cache file (just after /status
+    // shows the revision).
+    let cache = f.dir.path().join("cache.json");
     wait_for(Duration::from_secs(10), || {
-        revision(&f.r, "config") == rev && revision(&f.r, "rollout") == rollout_rev
+        revision(&f.r, "config") == rev
+            && revision(&f.r, "rollout") == rollout_rev
+            && std::fs::read_to_string(&cache).is_ok_and(|t| t.contains("2500"))
     });
     let FleetRouter { r, dir, path } = f;
     let (proxy, admin) = (r.proxy, r.admin);

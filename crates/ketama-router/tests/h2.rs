@@ -93,6 +93,59 @@ fn a_header_block_must_arrive_within_client_header_timeout() {
 }
 
 #[test]
+fn the_router_announces_its_stream_limit() {
+    let (_o, r, _d) = h2c_router("h2_max_concurrent_streams = 7");
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    c.write_all(PREFACE).unwrap();
+    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    // The server's preface is a SETTINGS frame: 6-byte (id, value) pairs.
+    let mut head = [0u8; 9];
+    c.read_exact(&mut head).unwrap();
+    assert_eq!(head[3], 0x4, "SETTINGS first");
+    let len = u32::from_be_bytes([0, head[0], head[1], head[2]]) as usize;
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).unwrap();
+    let settings: Vec<(u16, u32)> = body
+        .chunks(6)
+        .map(|p| {
+            (
+                u16::from_be_bytes([p[0], p[1]]),
+                u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
+            )
+        })
+        .collect();
+    assert!(
+        settings.contains(&(0x3, 7)),
+        "MAX_CONCURRENT_STREAMS: {settings:?}"
+    );
+    assert!(
+        settings.contains(&(0x6, 32 * 1024)),
+        "MAX_HEADER_LIST_SIZE = max_header_bytes: {settings:?}"
+    );
+    // Many streams at once, up to the limit on each of 4 connections, all
+    // answered. (A client that opens more before it reads the SETTINGS
+    // gets REFUSED_STREAM for the rest, which it may retry.)
+    let out = std::process::Command::new("h2load")
+        .args([
+            "-n",
+            "2000",
+            "-c",
+            "4",
+            "-m",
+            "7",
+            &format!("http://{}/many", r.proxy),
+        ])
+        .output()
+        .expect("h2load (scripts/setup.sh installs nghttp2-client)");
+    let out = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.contains("2000 succeeded") && out.contains("status codes: 2000 2xx"),
+        "{out}"
+    );
+}
+
+#[test]
 fn an_idle_connection_closes_after_keepalive_timeout() {
     let (_o, r, _d) = h2c_router("keepalive_timeout_ms = 500");
     let mut c = TcpStream::connect(r.proxy).unwrap();

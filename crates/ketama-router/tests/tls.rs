@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::tls::{curl, Ca, Issued};
+use common::tls::{curl, Ca, Issued, Key};
 use common::*;
 use ketama_router::origin::Origin;
 
@@ -455,4 +455,44 @@ fn a_client_without_a_shared_version_is_counted() {
             "ketama_tls_handshake_failures_total{reason=\"no_shared_version_or_cipher\"}",
         ) == 1.0
     });
+}
+
+#[test]
+fn rsa_and_sec1_keys_and_full_chains_serve() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = Ca::new(dir.path(), "root");
+    let mid = root.intermediate("mid");
+    // A leaf under the intermediate, served with it: a client that trusts
+    // only the root verifies the chain.
+    let leaf = mid.issue_with("leaf", &["chain.test"], 30, Key::Sec1, false);
+    let chain = dir.path().join("chain.pem");
+    let text =
+        std::fs::read_to_string(&leaf.cert).unwrap() + &std::fs::read_to_string(&mid.cert).unwrap();
+    std::fs::write(&chain, text).unwrap();
+    let leaf = Issued {
+        cert: chain,
+        key: leaf.key,
+    };
+    let rsa = root.issue_with("rsa", &["rsa.test"], 30, Key::RsaPkcs1, false);
+    let pem = |p: &Path| std::fs::read_to_string(p).unwrap();
+    assert!(pem(&leaf.key).contains("BEGIN EC PRIVATE KEY"));
+    assert!(pem(&rsa.key).contains("BEGIN RSA PRIVATE KEY"));
+    let origin = Origin::start(0).unwrap();
+    let (proxy, admin, tls) = (free_addr(), free_addr(), free_addr());
+    let text = format!(
+        "{}\n{}",
+        config_with(&[origin.addr()], proxy, admin, "", ""),
+        tls_section(tls, &[&leaf, &rsa], "")
+    );
+    let path = dir.path().join("router.toml");
+    std::fs::write(&path, text).unwrap();
+    let r = start_router_with(&path, proxy, admin, &[], None);
+    wait_for(Duration::from_secs(10), || TcpStream::connect(tls).is_ok());
+    let (names, _) = handshake(tls, "chain.test", &root.cert, &[]).unwrap();
+    assert_eq!(names, vec!["chain.test"]);
+    let (names, _) = handshake(tls, "rsa.test", &root.cert, &[]).unwrap();
+    assert_eq!(names, vec!["rsa.test"]);
+    let mut c = client(tls, "rsa.test", &root.cert, &["http/1.1"], None).unwrap();
+    assert_eq!(tls_get(&mut c, "/rsa").0, 200);
+    drop(r);
 }

@@ -13,12 +13,17 @@
 //!   certificate, h2), applied to the peer of each backend with
 //!   `tls = true`.
 
-mod files;
 pub mod handshake;
 mod server;
 mod upstream;
 
-pub use files::{rfc3339, CertFacts};
+pub use ketama_config::pem::CertFacts;
+
+/// A Unix time as RFC 3339 UTC (`2027-01-31T12:00:00Z`).
+pub fn rfc3339(unix: i64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(unix.max(0) as u64);
+    crate::clock::utc(t)
+}
 pub use server::{CertificateInfo, ServerTls};
 pub use upstream::UpstreamTls;
 

@@ -15,7 +15,7 @@ use rustls::server::{
 use rustls::sign::CertifiedKey;
 use rustls::{RootCertStore, ServerConfig};
 
-use super::files::{info, CertFacts, Named};
+use ketama_config::pem::{info, CertFacts, Named};
 
 /// One served certificate, as `/status` and `/metrics` show it.
 #[derive(Clone, Debug)]

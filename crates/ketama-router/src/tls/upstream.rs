@@ -18,7 +18,7 @@ use pingora::protocols::ALPN;
 use pingora::upstreams::peer::HttpPeer;
 use pingora::utils::tls::{parse_x509, CertKey, WrappedX509};
 
-use super::files::Named;
+use ketama_config::pem::Named;
 
 /// `[upstream_tls]`, loaded.
 pub struct UpstreamTls {

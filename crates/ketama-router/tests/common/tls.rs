@@ -27,6 +27,17 @@ pub struct Ca {
     key: PathBuf,
 }
 
+/// A private key's kind and PEM encoding.
+#[derive(Clone, Copy, Debug)]
+pub enum Key {
+    /// P-256 in PKCS#8 (`BEGIN PRIVATE KEY`).
+    Pkcs8,
+    /// P-256 in SEC1 (`BEGIN EC PRIVATE KEY`).
+    Sec1,
+    /// RSA 2048 in PKCS#1 (`BEGIN RSA PRIVATE KEY`).
+    RsaPkcs1,
+}
+
 /// A certificate chain and its key.
 #[derive(Clone, Debug)]
 pub struct Issued {
@@ -63,9 +74,28 @@ impl Ca {
         }
     }
 
+    /// An intermediate CA this one signs (its certificate file holds only
+    /// its own certificate).
+    pub fn intermediate(&self, name: &str) -> Ca {
+        let issued = self.issue_with(name, &[&format!("{name}.ca")], 30, Key::Pkcs8, true);
+        Ca {
+            dir: self.dir.clone(),
+            name: name.to_string(),
+            cert: issued.cert,
+            key: issued.key,
+        }
+    }
+
     /// A certificate for these DNS names (the first is also its CN),
-    /// valid `days` days, saved as `file.pem` and `file.key`.
+    /// valid `days` days, saved as `file.pem` and `file.key` (a P-256 key
+    /// in PKCS#8).
     pub fn issue(&self, file: &str, names: &[&str], days: u32) -> Issued {
+        self.issue_with(file, names, days, Key::Pkcs8, false)
+    }
+
+    /// [`Ca::issue`] with a key of this kind; `ca`: the certificate may
+    /// sign others (an intermediate).
+    pub fn issue_with(&self, file: &str, names: &[&str], days: u32, kind: Key, ca: bool) -> Issued {
         let (cert, key) = (
             self.dir.join(format!("{file}.pem")),
             self.dir.join(format!("{file}.key")),
@@ -73,17 +103,44 @@ impl Ca {
         let csr = self.dir.join(format!("{file}.csr"));
         let ext = self.dir.join(format!("{file}.ext"));
         let sans: Vec<String> = names.iter().map(|n| format!("DNS:{n}")).collect();
-        std::fs::write(&ext, format!("subjectAltName={}\n", sans.join(","))).unwrap();
+        let constraints = if ca {
+            "basicConstraints=critical,CA:TRUE\nkeyUsage=critical,keyCertSign,cRLSign\n"
+        } else {
+            ""
+        };
+        std::fs::write(
+            &ext,
+            format!("subjectAltName={}\n{constraints}", sans.join(",")),
+        )
+        .unwrap();
+        match kind {
+            Key::Pkcs8 => run(Command::new("openssl")
+                .args([
+                    "genpkey",
+                    "-algorithm",
+                    "EC",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:P-256",
+                    "-out",
+                ])
+                .arg(&key)),
+            Key::Sec1 => run(Command::new("openssl")
+                .args([
+                    "ecparam",
+                    "-name",
+                    "prime256v1",
+                    "-genkey",
+                    "-noout",
+                    "-out",
+                ])
+                .arg(&key)),
+            Key::RsaPkcs1 => run(Command::new("openssl")
+                .args(["genrsa", "-traditional", "-out"])
+                .arg(&key)
+                .arg("2048")),
+        };
         run(Command::new("openssl")
-            .args([
-                "req",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:P-256",
-                "-nodes",
-            ])
-            .arg("-keyout")
+            .args(["req", "-new", "-key"])
             .arg(&key)
             .arg("-out")
             .arg(&csr)

@@ -1,9 +1,12 @@
-//! Reading PEM files for TLS: every failure is a [`ConfigError`] naming
-//! the config file, the key that names the file, and what to do.
+//! Reading the PEM files a config names for TLS (certificates, keys, CA
+//! bundles): every failure is a [`ConfigError`] naming the config file,
+//! the key that names the file, and what to do. The router builds its TLS
+//! from these; `ketama fleet push` checks a shared config's files with
+//! [`check_upstream_files`] before writing it.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use ketama_config::ConfigError;
+use crate::{ConfigError, Validated};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
@@ -115,7 +118,25 @@ pub fn info(der: &CertificateDer<'_>) -> Result<CertFacts, String> {
     })
 }
 
-/// A Unix time as RFC 3339 UTC (`2027-01-31T12:00:00Z`).
-pub fn rfc3339(unix: i64) -> String {
-    crate::clock::utc(UNIX_EPOCH + std::time::Duration::from_secs(unix.max(0) as u64))
+/// Reads `[upstream_tls]`'s files (CA bundle, client certificate and
+/// key) as PEM: what can be checked without a TLS library. The router
+/// checks again when it applies the config, and also that the key is the
+/// certificate's.
+pub fn check_upstream_files(v: &Validated) -> Result<(), ConfigError> {
+    let u = &v.config.upstream_tls;
+    let named = |key, path| Named {
+        config: &v.file,
+        key,
+        path,
+    };
+    if let Some(p) = &u.ca_file {
+        named("upstream_tls.ca_file", p).certificates()?;
+    }
+    if let Some(p) = &u.cert_file {
+        named("upstream_tls.cert_file", p).certificates()?;
+    }
+    if let Some(p) = &u.key_file {
+        named("upstream_tls.key_file", p).private_key()?;
+    }
+    Ok(())
 }
