@@ -48,6 +48,11 @@ fn forwarded_headers() {
     add_forwarded_headers(&mut r, Some(ip), false).unwrap();
     assert_eq!(r.headers["x-forwarded-for"], "192.0.2.7");
     assert_eq!(r.headers["x-forwarded-proto"], "http");
+    // A client that came over TLS; a client's own value is replaced.
+    let mut r = req("/", &[("x-forwarded-proto", "gopher")]);
+    add_forwarded_headers(&mut r, Some(ip), true).unwrap();
+    let protos: Vec<_> = r.headers.get_all("x-forwarded-proto").iter().collect();
+    assert_eq!(protos, ["https"]);
     // Every line that came in, in order, then the client.
     let mut r = req(
         "/",
