@@ -399,6 +399,15 @@ impl RoutingCell {
             }
             Trigger::Reload => {
                 let local = inputs.source.read().map_err(anyhow::Error::from)?;
+                if local.config.tls.is_none() && !inputs.local.tls_listen.is_empty() {
+                    // The TLS listeners stay open until a restart; without
+                    // certificates they could only refuse every client.
+                    return Err(Refused::Config(anyhow::anyhow!(
+                        "{}: tls: the TLS listeners ({:?}) serve until a restart: keep [tls] and its certificates in the file, or restart without them",
+                        local.file,
+                        inputs.local.tls_listen
+                    )));
+                }
                 let v = effective(&local, inputs.shared.as_ref())?;
                 for w in &v.warnings {
                     tracing::warn!("{w}");

@@ -23,6 +23,14 @@ fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
     f
 }
 
+/// A connection that sent its preface and an empty SETTINGS frame.
+fn preface(addr: std::net::SocketAddr) -> TcpStream {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(PREFACE).unwrap();
+    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    c
+}
+
 /// Reads until the router closes the connection; how long that took.
 fn closed_after(c: &mut TcpStream, start: Instant) -> Duration {
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -47,9 +55,7 @@ fn a_header_block_must_arrive_within_client_header_timeout() {
     let (_o, r, _d) = h2c_router("client_header_timeout_ms = 400\nkeepalive_timeout_ms = 60000");
     // The preface, SETTINGS, then a HEADERS frame without END_HEADERS and
     // no CONTINUATION: the block never completes.
-    let mut c = TcpStream::connect(r.proxy).unwrap();
-    c.write_all(PREFACE).unwrap();
-    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    let mut c = preface(r.proxy);
     let start = Instant::now();
     // Flags 0: neither END_HEADERS nor END_STREAM.
     c.write_all(&frame(0x1, 0, 1, &[0x82])).unwrap();
@@ -69,9 +75,7 @@ fn a_header_block_must_arrive_within_client_header_timeout() {
     );
     // A connection that finished its preface and sends nothing is idle,
     // not late: it stays open past the head deadline.
-    let mut c = TcpStream::connect(r.proxy).unwrap();
-    c.write_all(PREFACE).unwrap();
-    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    let mut c = preface(r.proxy);
     c.set_read_timeout(Some(Duration::from_millis(1200)))
         .unwrap();
     let start = Instant::now();
@@ -95,9 +99,7 @@ fn a_header_block_must_arrive_within_client_header_timeout() {
 #[test]
 fn the_router_announces_its_stream_limit() {
     let (_o, r, _d) = h2c_router("h2_max_concurrent_streams = 7");
-    let mut c = TcpStream::connect(r.proxy).unwrap();
-    c.write_all(PREFACE).unwrap();
-    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    let mut c = preface(r.proxy);
     c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     // The server's preface is a SETTINGS frame: 6-byte (id, value) pairs.
     let mut head = [0u8; 9];
@@ -148,9 +150,7 @@ fn the_router_announces_its_stream_limit() {
 #[test]
 fn an_idle_connection_closes_after_keepalive_timeout() {
     let (_o, r, _d) = h2c_router("keepalive_timeout_ms = 500");
-    let mut c = TcpStream::connect(r.proxy).unwrap();
-    c.write_all(PREFACE).unwrap();
-    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+    let mut c = preface(r.proxy);
     let took = closed_after(&mut c, Instant::now());
     assert!(
         took >= Duration::from_millis(400) && took < Duration::from_secs(4),
@@ -218,9 +218,7 @@ fn rapid_reset(addr: std::net::SocketAddr, for_how_long: Duration) -> (u64, u64)
     let end = Instant::now() + for_how_long;
     let (mut streams, mut ended) = (0u64, 0u64);
     while Instant::now() < end {
-        let mut c = TcpStream::connect(addr).unwrap();
-        c.write_all(PREFACE).unwrap();
-        c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
+        let mut c = preface(addr);
         let mut reader = c.try_clone().unwrap();
         let closed = std::thread::spawn(move || {
             let mut b = [0u8; 16384];

@@ -140,6 +140,7 @@ struct Fixture {
     a: Issued,
     b: Issued,
     dir: tempfile::TempDir,
+    config: std::path::PathBuf,
 }
 
 /// Four origins; a router with a plain listener (h2c on), a TLS listener
@@ -175,6 +176,7 @@ fn fixture(server: &str, tls_extra: &str) -> Fixture {
         a,
         b,
         dir,
+        config,
     }
 }
 
@@ -373,6 +375,16 @@ fn certificates_rotate_on_reload_and_a_broken_one_is_refused() {
         r.body
     );
     assert_eq!(status_json(&f.router)["reloads"]["rejected"], 2);
+    // [tls] removed: refused, since the TLS listeners stay until a restart.
+    let text = std::fs::read_to_string(&f.config).unwrap();
+    let plain = &text[..text.find("[tls]").unwrap()];
+    std::fs::write(&f.config, plain).unwrap();
+    let r = reload(&f.router);
+    assert!(
+        r.body.contains("the TLS listeners") && r.body.contains("restart"),
+        "{}",
+        r.body
+    );
     assert_eq!(tls_get(&mut open, "/still").0, 200);
     let _ = &f.dir;
 }

@@ -164,4 +164,3 @@ pub(super) fn render_gauges(out: &mut String, snap: &Snapshot<'_>, om: bool) {
         om,
     );
 }
-
