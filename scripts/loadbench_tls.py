@@ -33,7 +33,8 @@ def nginx_tls(lb, port, cert, key, resumption):
     session = ("ssl_session_cache shared:S:10m; ssl_session_tickets on;" if resumption
                else "ssl_session_cache off; ssl_session_tickets off;")
     with open(conf, "w") as f:
-        f.write(f"""worker_processes 1; daemon off; pid {lb.W}/tls-{port}.pid; error_log {lb.W}/tls-{port}.err crit;
+        # One process (no master), so its CPU is the worker's.
+        f.write(f"""worker_processes 1; master_process off; daemon off; pid {lb.W}/tls-{port}.pid; error_log {lb.W}/tls-{port}.err crit;
 events {{ worker_connections 4096; }}
 http {{ access_log off; keepalive_requests 1000000;
   upstream backend {{ hash $request_uri consistent; keepalive 128;
@@ -62,11 +63,12 @@ def wait_tls(port):
     raise SystemExit(f"loadbench: nothing listens on {port}")
 
 
-def router_tls(lb, port, cert, key, resumption):
+def router_tls(lb, port, cert, key, resumption, headers=True):
     plain = lb.free_port()
     extra = (f'[tls]\nlisten = ["127.0.0.1:{port}"]\nsession_resumption = {str(resumption).lower()}\n'
              f'[[tls.certificates]]\ncert_file = "{cert}"\nkey_file = "{key}"\n')
-    p, _, _ = lb.router(plain, 1, extra=extra)
+    server_extra = "" if headers else "response_headers = false\nforwarded_headers = false"
+    p, _, _ = lb.router(plain, 1, extra=extra, server_extra=server_extra)
     wait_tls(port)
     return p
 
@@ -118,12 +120,16 @@ def tls(lb):
         ("ketama-router (defaults)", base + 2, router_tls(lb, base + 2, cert, key, False)),
         ("nginx 1.22, resumption on", base + 3, nginx_tls(lb, base + 3, cert, key, True)),
         ("ketama-router, resumption on", base + 4, router_tls(lb, base + 4, cert, key, True)),
+        # Stock Pingora adds no header: the router without its own four
+        # (x-ketama-backend, x-ketama-ring, X-Forwarded-For/-Proto) is the
+        # like-for-like row.
+        ("ketama-router, no added headers", base + 5, router_tls(lb, base + 5, cert, key, False, headers=False)),
     ]
     tests = [
-        ("keep-alive HTTPS/1.1 (wrk -t1 -c32), requests/s", lambda p: wrk_https(lb, p), [0, 1, 2]),
-        ("full handshakes + 1 request (s_time -new), connections/s", lambda p: s_time(lb, p, False), [0, 1, 2]),
+        ("keep-alive HTTPS/1.1 (wrk -t1 -c32), requests/s", lambda p: wrk_https(lb, p), [0, 1, 5, 2]),
+        ("full handshakes + 1 request (s_time -new), connections/s", lambda p: s_time(lb, p, False), [0, 1, 5, 2]),
         ("resumed handshakes + 1 request (s_time -reuse), connections/s", lambda p: s_time(lb, p, True), [3, 1, 4]),
-        ("HTTP/2 over TLS (h2load -c32 -m10), requests/s", lambda p: h2load(lb, p), [0, 1, 2]),
+        ("HTTP/2 over TLS (h2load -c32 -m10), requests/s", lambda p: h2load(lb, p), [0, 1, 5, 2]),
     ]
     res = {t[0]: {i: [] for i in t[2]} for t in tests}
     for r in range(lb.ROUNDS):
@@ -149,5 +155,9 @@ def tls(lb):
             rt = "-" if i == ref else f"{lb.med(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
             print(f"| {servers[i][0]} | {lb.med(rates):.0f} | {lb.spread(rates)} | {rt} | {lb.med([x[1] for x in runs]):.1f} |")
         print()
+        if 5 in which:
+            like = [a[0] / b[0] for a, b in zip(res[name][5], res[name][1])]
+            print(f"Like for like (ketama-router without its added headers / stock Pingora): "
+                  f"{lb.med(like):.3f} ({min(like):.3f}-{max(like):.3f}).\n")
     for _, _, p in servers:
         lb.stop(p)
