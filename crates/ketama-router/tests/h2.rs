@@ -207,11 +207,20 @@ fn cpu_seconds(pid: u32) -> f64 {
     ticks / 100.0
 }
 
+/// How each stream of a burst ends.
+#[derive(Clone, Copy, Debug)]
+enum Burst {
+    /// The client resets it (rapid reset, CVE-2023-44487).
+    Reset,
+    /// The client makes the server reset it (MadeYouReset, CVE-2025-8671).
+    Provoke,
+}
+
 /// Opens streams and resets each at once (HEADERS then RST_STREAM, in
 /// batches of 100, raw frames so nothing is elided on the client's side),
 /// on connection after connection, for `for_how_long`; returns (streams
 /// sent, connections the router ended).
-fn rapid_reset(addr: std::net::SocketAddr, for_how_long: Duration) -> (u64, u64) {
+fn rapid_reset(addr: std::net::SocketAddr, for_how_long: Duration, burst: Burst) -> (u64, u64) {
     // GET / with :authority "x", as HPACK: three indexed fields and one
     // literal with an indexed name.
     let block = [0x82, 0x86, 0x84, 0x41, 0x01, b'x'];
@@ -232,7 +241,13 @@ fn rapid_reset(addr: std::net::SocketAddr, for_how_long: Duration) -> (u64, u64)
             let mut batch = Vec::with_capacity(100 * 32);
             for _ in 0..100 {
                 batch.extend(frame(0x1, 0x5, id, &block));
-                batch.extend(frame(0x3, 0, id, &8u32.to_be_bytes()));
+                batch.extend(match burst {
+                    // RST_STREAM(CANCEL): the client resets.
+                    Burst::Reset => frame(0x3, 0, id, &8u32.to_be_bytes()),
+                    // WINDOW_UPDATE of 0 on the stream: a stream error the
+                    // server must answer with its own reset (MadeYouReset).
+                    Burst::Provoke => frame(0x8, 0, id, &0u32.to_be_bytes()),
+                });
                 id += 2;
             }
             if c.write_all(&batch).is_err() {
@@ -254,11 +269,20 @@ fn rapid_reset(addr: std::net::SocketAddr, for_how_long: Duration) -> (u64, u64)
 
 #[test]
 fn a_reset_burst_does_not_starve_other_clients() {
+    reset_burst(Burst::Reset);
+}
+
+#[test]
+fn a_burst_of_provoked_resets_does_not_starve_other_clients() {
+    reset_burst(Burst::Provoke);
+}
+
+fn reset_burst(burst: Burst) {
     let (_o, r, _d) = h2c_router("");
     let pid = r.child.id();
     let cpu_before = cpu_seconds(pid);
     let proxy = r.proxy;
-    let attack = std::thread::spawn(move || rapid_reset(proxy, Duration::from_secs(3)));
+    let attack = std::thread::spawn(move || rapid_reset(proxy, Duration::from_secs(3), burst));
     // Meanwhile another client is served, each request promptly.
     let mut slowest = Duration::ZERO;
     for i in 0..30 {
@@ -270,7 +294,7 @@ fn a_reset_burst_does_not_starve_other_clients() {
     }
     let (streams, ended) = attack.join().unwrap();
     let cpu = cpu_seconds(pid) - cpu_before;
-    eprintln!("rapid reset: {streams} streams reset, {ended} connections ended by the router, router CPU {cpu:.2} s, slowest other request {slowest:?}");
+    eprintln!("{burst:?} burst: {streams} streams reset, {ended} connections ended by the router, router CPU {cpu:.2} s, slowest other request {slowest:?}");
     assert!(
         streams > 0 && ended > 0,
         "the router ends connections that only reset: {streams} / {ended}"
