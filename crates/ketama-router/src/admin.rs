@@ -178,6 +178,7 @@ fn snapshot<'a>(admin: &Admin, state: &'a crate::state::RoutingState) -> Snapsho
             .iter()
             .map(|b| (&*b.metrics, b.health.is_healthy()))
             .collect(),
+        connections: admin.metrics.open_connections(),
         certificates: state.tls.as_ref().map_or_else(Vec::new, |t| {
             t.certificates
                 .iter()

@@ -64,6 +64,12 @@ fn a_header_block_must_arrive_within_client_header_timeout() {
         took >= Duration::from_millis(350) && took < Duration::from_secs(3),
         "{took:?}"
     );
+    wait_for(Duration::from_secs(5), || {
+        sample(
+            &metrics_text(&r),
+            "ketama_client_errors_total{reason=\"header_timeout\"}",
+        ) == 1.0
+    });
     // Half a preface, then nothing: the same deadline.
     let mut c = TcpStream::connect(r.proxy).unwrap();
     let start = Instant::now();
@@ -73,6 +79,12 @@ fn a_header_block_must_arrive_within_client_header_timeout() {
         took >= Duration::from_millis(350) && took < Duration::from_secs(3),
         "{took:?}"
     );
+    wait_for(Duration::from_secs(5), || {
+        sample(
+            &metrics_text(&r),
+            "ketama_client_errors_total{reason=\"header_timeout\"}",
+        ) == 2.0
+    });
     // A connection that finished its preface and sends nothing is idle,
     // not late: it stays open past the head deadline.
     let mut c = preface(r.proxy);

@@ -48,9 +48,10 @@ use timed::{Limits, TIMED_OUT, TOO_LARGE};
 
 /// The counts every listener's guard shares: the connection limit is one
 /// for the whole router.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Counts {
-    open: AtomicUsize,
+    /// Open client connections (`ketama_client_connections` reads it).
+    open: Arc<AtomicUsize>,
     /// Connections reading a request head now (see `cleanup`).
     heads: Arc<AtomicUsize>,
 }
@@ -83,7 +84,10 @@ impl<A> Guarded<A> {
         Guarded {
             inner: Arc::new(inner),
             default_max_connections,
-            counts: Arc::default(),
+            counts: Arc::new(Counts {
+                open: metrics.connections(),
+                heads: Arc::default(),
+            }),
             tls: false,
             routing,
             metrics,
@@ -105,6 +109,26 @@ impl<A> Guarded<A> {
     /// Client connections open now (all listeners).
     pub fn open(&self) -> usize {
         self.counts.open.load(Relaxed)
+    }
+}
+
+impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+    /// HTTP/1.x: requests one by one on the connection, the keep-alive
+    /// deadline between them.
+    async fn serve_http1(&self, timed: Timed, clock: &Clock, shutdown: &ShutdownWatch) {
+        let mut session = ServerSession::new_http1(Box::new(timed));
+        // The deadlines are the Timed stream's; Pingora's own idle timer
+        // stays out of the way ("0": no timeout of its own).
+        session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
+        let mut result = self.inner.process_new_http(session, shutdown).await;
+        while let Some((stream, settings)) = result.map(|r| r.consume()) {
+            let mut session = ServerSession::new_http1(stream);
+            if let Some(settings) = settings {
+                settings.apply_to_session(&mut session);
+            }
+            clock.idle();
+            result = self.inner.process_new_http(session, shutdown).await;
+        }
     }
 }
 
@@ -160,34 +184,22 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         };
         let clock = Arc::new(Clock::new(limits, self.counts.heads.clone()));
         let mut timed = Timed::new(stream, clock.clone());
+        // `None`: the client left, or was too slow, before it said which.
         let h2 = if h2c {
-            match timed.sniff_preface().await {
-                Ok(h2) => h2,
-                Err(_) => return None,
-            }
+            timed.sniff_preface().await.ok()
         } else {
-            matches!(timed.selected_alpn_proto(), Some(ALPN::H2))
+            Some(matches!(timed.selected_alpn_proto(), Some(ALPN::H2)))
         };
-        if h2 {
-            timed.speak_h2();
-            // Pingora's own HTTP/2 path: it sees ALPN h2 (or, for h2c, the
-            // preface this guard read, marked as h2) and serves each
-            // stream as a task of its own.
-            ServerApp::process_new(&self.inner, Box::new(timed), shutdown).await;
-            return None;
-        }
-        let mut session = ServerSession::new_http1(Box::new(timed));
-        // The deadlines are the Timed stream's; Pingora's own idle timer
-        // stays out of the way ("0": no timeout of its own).
-        session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
-        let mut result = self.inner.process_new_http(session, shutdown).await;
-        while let Some((stream, settings)) = result.map(|r| r.consume()) {
-            let mut session = ServerSession::new_http1(stream);
-            if let Some(settings) = settings {
-                settings.apply_to_session(&mut session);
+        match h2 {
+            Some(true) => {
+                timed.speak_h2();
+                // Pingora's own HTTP/2 path: it sees ALPN h2 (or, for h2c,
+                // the preface this guard read, marked as h2) and serves
+                // each stream as a task of its own.
+                ServerApp::process_new(&self.inner, Box::new(timed), shutdown).await;
             }
-            clock.idle();
-            result = self.inner.process_new_http(session, shutdown).await;
+            Some(false) => self.serve_http1(timed, &clock, shutdown).await,
+            None => {}
         }
         match clock.refused() {
             TIMED_OUT => self.metrics.client_error("header_timeout"),

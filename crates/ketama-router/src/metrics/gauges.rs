@@ -28,6 +28,8 @@ pub struct Snapshot<'a> {
     /// Each served certificate's names (comma-separated) and not-after
     /// time (Unix seconds).
     pub certificates: Vec<(String, i64)>,
+    /// Client connections open now.
+    pub connections: usize,
 }
 
 /// Writes `value` as a sample value (integers without a fraction).
@@ -149,6 +151,13 @@ pub(super) fn render_gauges(out: &mut String, snap: &Snapshot<'_>, om: bool) {
         "ketama_control_applied_revision",
         "Mod revision of each etcd key this router applied (0: none)",
         &revisions,
+        om,
+    );
+    gauge(
+        out,
+        "ketama_client_connections",
+        "Client connections open now, every listener (TLS ones from the accept, handshakes included)",
+        &one(snap.connections as f64),
         om,
     );
     let expiry: Vec<(String, f64)> = snap

@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
 use ketama::Version;
@@ -241,6 +241,8 @@ pub struct Metrics {
     resolutions: Family<Labels, Counter>,
     control_rejected: Counter,
     tls_failures: [Counter; 4],
+    /// Client connections open now, counted by the connection guard.
+    connections: Arc<AtomicUsize>,
 }
 
 impl Default for Metrics {
@@ -290,6 +292,7 @@ impl Default for Metrics {
             .map(|f| tls_family.get_or_create_owned(&vec![("reason", f.name().to_string())]));
         Metrics {
             tls_failures,
+            connections: Arc::default(),
             registry,
             backends: Mutex::default(),
             lookups,
@@ -345,6 +348,17 @@ impl Metrics {
         self.client_errors
             .get_or_create(&vec![("reason", reason.to_string())])
             .inc();
+    }
+
+    /// The open client connections' count, for the connection guard to
+    /// keep.
+    pub fn connections(&self) -> Arc<AtomicUsize> {
+        self.connections.clone()
+    }
+
+    /// Client connections open now.
+    pub fn open_connections(&self) -> usize {
+        self.connections.load(Relaxed)
     }
 
     /// Counts a failed TLS handshake.
