@@ -391,13 +391,18 @@ fn certificates_rotate_on_reload_and_a_broken_one_is_refused() {
 
 #[test]
 fn handshakes_count_against_the_limit_and_time_out() {
-    let f = fixture("max_connections = 3", "handshake_timeout_ms = 500");
+    let f = fixture("max_connections = 3", "handshake_timeout_ms = 1000");
     // Three clients that never finish a handshake (one sends half a
     // ClientHello) hold every slot.
     let mut silent: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(f.tls).unwrap()).collect();
     silent[0]
         .write_all(&[0x16, 0x03, 0x01, 0x00, 0xff, 0x01])
         .unwrap();
+    // All three in the guard first (a probe counted before one of them
+    // would take its slot, and that one would be refused, not time out).
+    wait_for(Duration::from_secs(5), || {
+        sample(&metrics_text(&f.router), "ketama_client_connections") == 3.0
+    });
     wait_for(Duration::from_secs(5), || {
         sample(
             &metrics_text(&f.router),
