@@ -33,6 +33,29 @@ pub fn install_crypto_provider() {
     let _ = rustls::crypto::ring::default_provider().install_default();
 }
 
+/// A certificate chain and its key, checked to belong together: the key
+/// loads for signing and its public half is the leaf's. Errors name the
+/// key file's key.
+pub(crate) fn certified_key(
+    chain: Vec<rustls_pki_types::CertificateDer<'static>>,
+    key: rustls_pki_types::PrivateKeyDer<'static>,
+    key_file: &ketama_config::pem::Named<'_>,
+    cert_path: &str,
+) -> Result<rustls::sign::CertifiedKey, ketama_config::ConfigError> {
+    install_crypto_provider();
+    let signer = rustls::crypto::ring::default_provider()
+        .key_provider
+        .load_private_key(key)
+        .map_err(|e| key_file.err(format!("cannot use this key: {e}")))?;
+    let certified = rustls::sign::CertifiedKey::new(chain, signer);
+    certified.keys_match().map_err(|_| {
+        key_file.err(format!(
+            "this key does not belong to {cert_path}'s certificate: give the key it was issued for"
+        ))
+    })?;
+    Ok(certified)
+}
+
 /// A certificate expiring within this many days is warned about.
 pub const EXPIRY_WARNING_DAYS: i64 = 14;
 

@@ -103,17 +103,7 @@ impl ServerTls {
             let chain = cert_file.certificates()?;
             let facts = info(&chain[0]).map_err(|e| cert_file.err(e))?;
             let key = key_file.private_key()?;
-            let signer = provider
-                .key_provider
-                .load_private_key(key)
-                .map_err(|e| key_file.err(format!("cannot use this key: {e}")))?;
-            let certified = CertifiedKey::new(chain, signer);
-            certified.keys_match().map_err(|_| {
-                key_file.err(format!(
-                    "this key does not belong to {}'s certificate: give the key it was issued for",
-                    c.cert_file
-                ))
-            })?;
+            let certified = super::certified_key(chain, key, &key_file, &c.cert_file)?;
             for name in &facts.names {
                 let map = match name.strip_prefix("*.") {
                     Some(parent) => wildcard.entry(parent.to_string()),

@@ -86,18 +86,7 @@ impl UpstreamTls {
                 };
                 let chain = cert_file.certificates()?;
                 let key = key_file.private_key()?;
-                super::install_crypto_provider();
-                let signer = rustls::crypto::ring::default_provider()
-                    .key_provider
-                    .load_private_key(key.clone_key())
-                    .map_err(|e| key_file.err(format!("cannot use this key: {e}")))?;
-                rustls::sign::CertifiedKey::new(chain.clone(), signer)
-                    .keys_match()
-                    .map_err(|_| {
-                        key_file.err(format!(
-                            "this key does not belong to {cert}'s certificate: give the key it was issued for"
-                        ))
-                    })?;
+                super::certified_key(chain.clone(), key.clone_key(), &key_file, cert)?;
                 for c in &chain {
                     c.as_ref().hash(&mut hasher);
                 }
