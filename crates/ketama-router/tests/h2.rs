@@ -328,3 +328,136 @@ fn reset_burst(burst: Burst) {
     ]);
     assert_eq!(code, "200");
 }
+
+/// Reads frames for up to `limit` until `done` says so; each frame as
+/// (type, flags, stream, payload) with when it arrived.
+fn frames_until(
+    c: &mut TcpStream,
+    limit: Duration,
+    mut done: impl FnMut(&[(u8, u8, u32, Vec<u8>, Instant)]) -> bool,
+) -> Vec<(u8, u8, u32, Vec<u8>, Instant)> {
+    let end = Instant::now() + limit;
+    let (mut buf, mut out) = (Vec::new(), Vec::new());
+    c.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+    while Instant::now() < end && !done(&out) {
+        let mut b = [0u8; 16384];
+        match c.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => buf.extend_from_slice(&b[..n]),
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(e) => panic!("{e}"),
+        }
+        while buf.len() >= 9 {
+            let len = u32::from_be_bytes([0, buf[0], buf[1], buf[2]]) as usize;
+            if buf.len() < 9 + len {
+                break;
+            }
+            let stream = u32::from_be_bytes([buf[5], buf[6], buf[7], buf[8]]) & 0x7fff_ffff;
+            out.push((
+                buf[3],
+                buf[4],
+                stream,
+                buf[9..9 + len].to_vec(),
+                Instant::now(),
+            ));
+            buf.drain(..9 + len);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_stalled_request_body_ends_its_stream_after_client_body_timeout() {
+    let (_o, r, _d) = h2c_router("client_body_timeout_ms = 500\nkeepalive_timeout_ms = 60000");
+    // curl uploads from a pipe that sends 3 bytes and then nothing for 3 s:
+    // a 408 on that stream after the body timeout, as HTTP/1's answers.
+    // (curl 7.88 ends only once its input ends, so the pipe closes after
+    // the stall; the raw frames below time the answer.)
+    let mut upload = std::process::Command::new("curl")
+        .args([
+            "-sS",
+            "--max-time",
+            "10",
+            "--http2-prior-knowledge",
+            "-T",
+            "-",
+        ])
+        .args(["-o", "/dev/null", "-w", "%{http_code}"])
+        .arg(format!("http://{}/upload", r.proxy))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("curl");
+    let mut stdin = upload.stdin.take().unwrap();
+    let stall = std::thread::spawn(move || {
+        stdin.write_all(b"abc").unwrap();
+        stdin.flush().unwrap();
+        std::thread::sleep(Duration::from_secs(3));
+    });
+    let out = upload.wait_with_output().unwrap();
+    stall.join().unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "408",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_for(Duration::from_secs(5), || {
+        sample(
+            &metrics_text(&r),
+            "ketama_client_errors_total{reason=\"body_timeout\"}",
+        ) == 1.0
+    });
+
+    // By raw frames: the stalled stream ends, its connection and a later
+    // stream on it do not.
+    let mut c = preface(r.proxy);
+    c.write_all(&frame(0x4, 0x1, 0, &[])).unwrap(); // ack the server's SETTINGS
+                                                    // POST / :authority x, END_HEADERS but not END_STREAM, then 3 bytes.
+    let post = [0x83, 0x86, 0x84, 0x41, 0x01, b'x'];
+    c.write_all(&frame(0x1, 0x4, 1, &post)).unwrap();
+    c.write_all(&frame(0x0, 0x0, 1, b"abc")).unwrap();
+    let sent = Instant::now();
+    let ended = |f: &[(u8, u8, u32, Vec<u8>, Instant)]| {
+        f.iter()
+            .any(|(t, flags, s, _, _)| *s == 1 && (*t == 0x3 || flags & 0x1 != 0))
+    };
+    let got = frames_until(&mut c, Duration::from_secs(5), |f| ended(f));
+    let end = got
+        .iter()
+        .find(|(t, flags, s, _, _)| *s == 1 && (*t == 0x3 || flags & 0x1 != 0))
+        .unwrap_or_else(|| panic!("stream 1 never ended: {:?}", got));
+    let after = end.4 - sent;
+    assert!(
+        after >= Duration::from_millis(450) && after < Duration::from_secs(4),
+        "{after:?}"
+    );
+    assert!(
+        got.iter().any(|(t, _, s, _, _)| *s == 1 && *t == 0x1),
+        "a response head on stream 1 before it ended: {got:?}"
+    );
+    assert!(
+        !got.iter().any(|(t, _, _, _, _)| *t == 0x7),
+        "no GOAWAY: {got:?}"
+    );
+    // GET / on stream 3 of the same connection is served.
+    let get = [0x82, 0x86, 0x84, 0x41, 0x01, b'x'];
+    c.write_all(&frame(0x1, 0x5, 3, &get)).unwrap();
+    let got = frames_until(&mut c, Duration::from_secs(5), |f| {
+        f.iter()
+            .any(|(_, flags, s, _, _)| *s == 3 && flags & 0x1 != 0)
+    });
+    assert!(
+        got.iter().any(|(t, _, s, _, _)| *s == 3 && *t == 0x1),
+        "stream 3 answered: {got:?}"
+    );
+    wait_for(Duration::from_secs(5), || {
+        sample(
+            &metrics_text(&r),
+            "ketama_client_errors_total{reason=\"body_timeout\"}",
+        ) == 2.0
+    });
+}

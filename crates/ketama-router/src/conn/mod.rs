@@ -23,9 +23,9 @@
 //!    `max_header_bytes`, and `keepalive_timeout_ms` as the idle time of a
 //!    connection with no open stream.
 //!
-//! The time between two reads of an HTTP/1 request body
-//! (`client_body_timeout`) is Pingora's per-read timeout, set by the proxy
-//! on each request.
+//! The time between two reads of a request body (`client_body_timeout`)
+//! is Pingora's per-read timeout, set by the proxy on each request; on
+//! HTTP/2 per stream, through the pingora-core patch in `vendor/`.
 
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;

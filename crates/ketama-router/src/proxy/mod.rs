@@ -290,13 +290,16 @@ impl ProxyHttp for Router {
             return Err(Error::explain(ErrorType::HTTPStatus(r.status), r.reason));
         }
         // Between two reads of the body (Pingora's per-read timeout; a
-        // request without a body needs no timer).
+        // request without a body needs no timer). An HTTP/2 request has a
+        // body when its HEADERS frame did not end the stream, with or
+        // without a Content-Length.
         let req = session.req_header();
         let has_body = req.headers.contains_key(http::header::TRANSFER_ENCODING)
             || req
                 .headers
                 .get(http::header::CONTENT_LENGTH)
-                .is_some_and(|v| v.as_bytes() != b"0");
+                .is_some_and(|v| v.as_bytes() != b"0")
+            || (session.as_downstream().is_http2() && !session.as_downstream_mut().is_body_empty());
         if has_body {
             session.set_read_timeout(Some(Duration::from_millis(server.client_body_timeout_ms)));
         }
