@@ -64,6 +64,10 @@ pub const KEYS: &[KeyDoc] = &[
     k("tls", "session_resumption", "true", "TLS session tickets and the session cache (false: every connection makes a full handshake)"),
     k("[tls.certificates]", "cert_file", "-", "PEM certificate chain, leaf first; chosen when the client's SNI matches one of its DNS names (the first certificate is the default)"),
     k("[tls.certificates]", "key_file", "-", "its PEM private key (PKCS#8, SEC1 or PKCS#1)"),
+    k("access_log", "path", "-", "the access log: a file (appended to; SIGUSR1 reopens it) or \"-\" for standard output (absent [access_log]: none)"),
+    k("access_log", "format", "\"json\"", "json (one object per line) or combined (nginx's, with the backend appended)"),
+    k("access_log", "buffer_bytes", "65536", "lines waiting for the writer at most; past it lines are dropped and counted (4096 to 1073741824)"),
+    k("access_log", "flush_ms", "1000", "how often waiting lines are written (sooner when the buffer is half full; 1 to 60000)"),
     k("admin", "listen", "-", "the admin API's address, loopback only (restart to change)"),
     k("admin", "token", "-", "the bearer token the admin API requires"),
     k("admin", "token_env", "-", "the environment variable holding the token instead"),
@@ -206,7 +210,11 @@ mod tests {
     /// Every `pub NAME:` field of the TOML model is a documented key.
     #[test]
     fn every_model_field_is_listed() {
-        let model = concat!(include_str!("model.rs"), include_str!("model_tls.rs"));
+        let model = concat!(
+            include_str!("model.rs"),
+            include_str!("model_tls.rs"),
+            include_str!("model_log.rs")
+        );
         let listed: std::collections::HashSet<&str> = KEYS.iter().map(|d| d.key).collect();
         let mut missing = Vec::new();
         for line in model.lines() {
@@ -231,6 +239,7 @@ mod tests {
                 "tls",
                 "upstream_tls",
                 "certificates",
+                "access_log",
             ];
             if name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                 && !sections.contains(&name)

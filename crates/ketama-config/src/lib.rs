@@ -34,6 +34,7 @@
 pub mod discovery;
 pub mod keys;
 pub mod model;
+mod model_log;
 mod model_tls;
 pub mod pem;
 mod plan;
@@ -42,7 +43,7 @@ mod rollout;
 mod validate;
 
 pub use discovery::Discovered;
-pub use model::{Config, Routing};
+pub use model::{AccessLogSection, Config, LogFormat, Routing};
 pub use plan::{Plan, PlannedBackend, PlannedRule};
 pub use rollout::{parse_rollout, rollout_json, RolloutError};
 pub use validate::{

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+pub use crate::model_log::{AccessLogSection, LogFormat};
 pub use crate::model_tls::{CertificateSection, TlsSection, UpstreamTlsSection};
 
 /// The whole configuration.
@@ -46,6 +47,8 @@ pub struct Config {
     /// TLS to backends with `tls = true`.
     #[serde(default)]
     pub upstream_tls: UpstreamTlsSection,
+    /// The access log (absent: none).
+    pub access_log: Option<AccessLogSection>,
 }
 
 /// The routing part of a configuration, as a fleet shares it through etcd
@@ -90,6 +93,7 @@ impl Config {
             admin: self.admin.clone(),
             control: self.control.clone(),
             tls: self.tls.clone(),
+            access_log: self.access_log.clone(),
             ring: shared.ring,
             key: shared.key,
             backends: shared.backends,

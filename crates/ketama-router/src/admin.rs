@@ -37,6 +37,8 @@ pub struct Admin {
     pub control: Option<Arc<Control>>,
     /// The counters.
     pub metrics: Arc<Metrics>,
+    /// The access log, for its counts.
+    pub access_log: crate::access_log::AccessLog,
 }
 
 fn response(code: u16, content_type: &str, body: String) -> http::Response<Vec<u8>> {
@@ -179,6 +181,7 @@ fn snapshot<'a>(admin: &Admin, state: &'a crate::state::RoutingState) -> Snapsho
             .map(|b| (&*b.metrics, b.health.is_healthy()))
             .collect(),
         connections: admin.metrics.open_connections(),
+        access_log: (admin.access_log.written(), admin.access_log.dropped()),
         certificates: state.tls.as_ref().map_or_else(Vec::new, |t| {
             t.certificates
                 .iter()

@@ -28,9 +28,28 @@ use ketama::Rollout;
 use ketama_config::discovery::{backends_of, Record};
 use ketama_config::{ConfigError, Discovered, Routing, Validated};
 
+use crate::access_log::AccessLog;
 use crate::health::HealthRegistry;
 use crate::metrics::Metrics;
 use crate::state::{Files, RoutingState, StateReader};
+
+mod history;
+
+pub use history::Applied;
+use history::History;
+
+/// What the cell builds every state with, and tells about each new one:
+/// the health registry and the counters (kept across states), and the
+/// access log (given each state's `[access_log]`).
+#[derive(Debug, Clone)]
+pub struct Parts {
+    /// Every backend's health, by address.
+    pub health: Arc<HealthRegistry>,
+    /// The counters.
+    pub metrics: Arc<Metrics>,
+    /// The access log.
+    pub access_log: AccessLog,
+}
 
 /// Where reloads read the router's own config from.
 #[derive(Clone, Debug)]
@@ -272,6 +291,8 @@ pub struct RoutingCell {
     controlled: bool,
     health: Arc<HealthRegistry>,
     metrics: Arc<Metrics>,
+    access_log: AccessLog,
+    history: Mutex<History>,
 }
 
 impl RoutingCell {
@@ -284,9 +305,13 @@ impl RoutingCell {
         shared: Option<Shared>,
         records: Records,
         etcd_rollout: Option<Rollout>,
-        health: Arc<HealthRegistry>,
-        metrics: Arc<Metrics>,
+        parts: Parts,
     ) -> anyhow::Result<Self> {
+        let Parts {
+            health,
+            metrics,
+            access_log,
+        } = parts;
         let controlled = local.control.is_some();
         let rollout = match etcd_rollout {
             Some(r) => RolloutInForce {
@@ -314,12 +339,15 @@ impl RoutingCell {
             Files::All,
         )?;
         crate::memory::return_free_memory();
+        access_log.configure(state.validated.config.access_log.as_ref());
         Ok(RoutingCell {
             state: Arc::new(ArcSwap::from_pointee(state)),
             inputs: Mutex::new(inputs),
             controlled,
             health,
             metrics,
+            access_log,
+            history: Mutex::default(),
         })
     }
 
@@ -377,11 +405,34 @@ impl RoutingCell {
     /// `ketama_reloads_total` and logged here.
     pub fn replace(&self, trigger: Trigger) -> Result<Change, Refused> {
         let counted = matches!(trigger, Trigger::Reload | Trigger::EtcdConfig { .. });
+        let name = trigger.name();
         let result = self.replace_locked(trigger);
         if counted {
             self.metrics.reloaded(result.is_ok());
+            let (error, restart_needed) = match &result {
+                Ok(c) => (None, c.restart_needed.clone()),
+                Err(e) => (Some(format!("{e:#}")), Vec::new()),
+            };
+            self.history
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(Applied {
+                    at: std::time::SystemTime::now(),
+                    trigger: name,
+                    error,
+                    restart_needed,
+                });
         }
         result
+    }
+
+    /// The last reloads and etcd config changes, applied or refused,
+    /// newest first.
+    pub fn history(&self) -> Vec<Applied> {
+        self.history
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .newest_first()
     }
 
     fn replace_locked(&self, trigger: Trigger) -> Result<Change, Refused> {
@@ -494,6 +545,8 @@ impl RoutingCell {
     /// started with. The old state goes when its last request ends, and
     /// the allocator's free pages go back to the system now.
     fn store(&self, state: RoutingState) {
+        self.access_log
+            .configure(state.validated.config.access_log.as_ref());
         drop(self.state.swap(Arc::new(state)));
         crate::memory::return_free_memory();
     }

@@ -20,7 +20,8 @@
 //!   connection limit and head/idle deadlines), [`signals`] (handlers
 //!   from the first instruction);
 //! - [`control`] (steering through etcd), [`clock`] (times as `/status`
-//!   shows them);
+//!   and the access log show them), [`access_log`] (one line per
+//!   request, written off the request path);
 //! - [`server`]: the composition root, the Pingora server assembled from
 //!   all of them;
 //!   [`demo`] and [`origin`]: the built-in demo and its loopback origins.
@@ -41,6 +42,7 @@
 
 #![deny(missing_docs)]
 
+pub mod access_log;
 pub mod admin;
 pub mod cell;
 pub mod checker;

@@ -20,8 +20,9 @@ use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::background::background_service;
 use pingora::services::listening::Service;
 
+use crate::access_log::{AccessLog, Reopener};
 use crate::admin::Admin;
-use crate::cell::{ConfigSource, RoutingCell};
+use crate::cell::{ConfigSource, Parts, RoutingCell};
 use crate::checker::HealthChecker;
 use crate::conn::Guarded;
 use crate::discovery::DiscoveryState;
@@ -181,6 +182,7 @@ pub fn build(
         Arc::new(HealthRegistry::default()),
         Arc::new(Metrics::default()),
     );
+    let access_log = AccessLog::start().context("cannot start the access log's writer thread")?;
     for (source, result, n) in discovery.resolution_counts() {
         metrics.discovery_resolved(&source, result, n);
     }
@@ -191,8 +193,11 @@ pub fn build(
             shared,
             discovery.records(),
             etcd_rollout,
-            health,
-            metrics.clone(),
+            Parts {
+                health,
+                metrics: metrics.clone(),
+                access_log: access_log.clone(),
+            },
         )
         .context("cannot build the routing state")?,
     );
@@ -200,6 +205,7 @@ pub fn build(
     let router = Router {
         routing: cell.reader(),
         metrics: metrics.clone(),
+        access_log: access_log.clone(),
     };
     let mut proxy = pingora::proxy::http_proxy(&server.configuration, router);
     (proxy.server_options, proxy.h2_options) = h2;
@@ -220,6 +226,7 @@ pub fn build(
         discovery: discovery.clone(),
         control: control.clone(),
         metrics: metrics.clone(),
+        access_log: access_log.clone(),
     };
     let mut admin = Service::new("ketama admin".to_string(), HttpServer::new_app(admin));
     admin.add_tcp(&admin_listen.to_string());
@@ -246,6 +253,10 @@ pub fn build(
             cell: cell.clone(),
             metrics,
         },
+    ));
+    server.add_service(background_service(
+        "sigusr1 access log reopen",
+        Reopener { log: access_log },
     ));
     server.add_service(background_service(
         "sighup reload",

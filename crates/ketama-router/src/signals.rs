@@ -8,11 +8,14 @@
 //! - SIGTERM and SIGINT before it is ready end the process at once (exit
 //!   143 and 130; there is nothing to drain); after, Pingora's graceful
 //!   shutdown takes them.
+//! - SIGUSR1 (reopen the access log) never ends the process: before the
+//!   router is ready there is nothing to reopen (the log is opened as it
+//!   starts); after, the access log's reopener takes it.
 
 use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
 use std::sync::Arc;
 
-use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM, SIGUSR1};
 
 /// What arrived before the router was ready.
 #[derive(Debug, Clone)]
@@ -29,6 +32,7 @@ impl Early {
             starting: Arc::new(AtomicBool::new(true)),
         };
         signal_hook::flag::register(SIGHUP, early.hup.clone())?;
+        signal_hook::flag::register(SIGUSR1, Arc::new(AtomicBool::new(false)))?;
         signal_hook::flag::register_conditional_shutdown(SIGTERM, 143, early.starting.clone())?;
         signal_hook::flag::register_conditional_shutdown(SIGINT, 130, early.starting.clone())?;
         Ok(early)

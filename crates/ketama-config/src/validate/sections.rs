@@ -73,6 +73,35 @@ pub(super) fn listeners(config: &Config, file: &str) -> Result<Vec<SocketAddr>, 
 
 /// `[admin]`: its listener (loopback, apart from the proxy's) and the
 /// token, with what is allowed but probably not meant in `warnings`.
+/// `[access_log]`: a path, and bounds that keep the writer useful.
+pub(super) fn access_log(config: &Config, file: &str) -> Result<(), ConfigError> {
+    let Some(a) = &config.access_log else {
+        return Ok(());
+    };
+    if a.path.trim().is_empty() {
+        return Err(err(
+            file,
+            "access_log.path",
+            "is empty: name a file, or \"-\" for standard output (remove [access_log] for no log)",
+        ));
+    }
+    if !(4096..=1 << 30).contains(&a.buffer_bytes) {
+        return Err(err(
+            file,
+            "access_log.buffer_bytes",
+            "must be from 4096 to 1073741824 (1 GiB)",
+        ));
+    }
+    if !(1..=60_000).contains(&a.flush_ms) {
+        return Err(err(
+            file,
+            "access_log.flush_ms",
+            "must be from 1 to 60000 (a minute)",
+        ));
+    }
+    Ok(())
+}
+
 pub(super) fn admin(
     config: &Config,
     file: &str,

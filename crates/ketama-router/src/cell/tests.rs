@@ -55,8 +55,11 @@ fn fixture(controlled: bool) -> Fixture {
         None,
         records(1),
         None,
-        Arc::default(),
-        Arc::default(),
+        crate::cell::Parts {
+            health: Arc::default(),
+            metrics: Arc::default(),
+            access_log: crate::access_log::AccessLog::start().unwrap(),
+        },
     )
     .unwrap();
     Fixture {

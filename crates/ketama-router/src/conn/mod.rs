@@ -112,22 +112,35 @@ impl<A> Guarded<A> {
     }
 }
 
+tokio::task_local! {
+    /// The clock of the HTTP/1 connection whose request this task serves.
+    static HEAD_CLOCK: Arc<Clock>;
+}
+
+/// When the request being served began (its head's first byte; the
+/// accept for a connection's first request), on HTTP/1. `None` on
+/// HTTP/2, whose streams Pingora serves as tasks of their own.
+pub fn head_started() -> Option<Instant> {
+    HEAD_CLOCK.try_with(|c| c.head_started()).ok()
+}
+
 impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     /// HTTP/1.x: requests one by one on the connection, the keep-alive
     /// deadline between them.
-    async fn serve_http1(&self, timed: Timed, clock: &Clock, shutdown: &ShutdownWatch) {
+    async fn serve_http1(&self, timed: Timed, clock: &Arc<Clock>, shutdown: &ShutdownWatch) {
         let mut session = ServerSession::new_http1(Box::new(timed));
         // The deadlines are the Timed stream's; Pingora's own idle timer
         // stays out of the way ("0": no timeout of its own).
         session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
-        let mut result = self.inner.process_new_http(session, shutdown).await;
+        let serve = |s| HEAD_CLOCK.scope(clock.clone(), self.inner.process_new_http(s, shutdown));
+        let mut result = serve(session).await;
         while let Some((stream, settings)) = result.map(|r| r.consume()) {
             let mut session = ServerSession::new_http1(stream);
             if let Some(settings) = settings {
                 settings.apply_to_session(&mut session);
             }
             clock.idle();
-            result = self.inner.process_new_http(session, shutdown).await;
+            result = serve(session).await;
         }
     }
 }

@@ -67,6 +67,9 @@ pub struct Clock {
     base: Instant,
     /// The deadline of the current phase (0 while open).
     deadline_ns: AtomicU64,
+    /// When the current or last request head began, nanoseconds after
+    /// `base`: the accept for the first, its first byte for later ones.
+    head_start_ns: AtomicU64,
     /// Why the connection's last head was refused, if it was.
     refused: AtomicU8,
     /// Connections in the head phase, of the whole service; this one
@@ -96,6 +99,7 @@ impl Clock {
             phase: AtomicU8::new(HEAD),
             base: Instant::now(),
             deadline_ns: AtomicU64::new(limits.header_timeout.as_nanos() as u64),
+            head_start_ns: AtomicU64::new(0),
             refused: AtomicU8::new(0),
             heads,
             in_head: std::sync::atomic::AtomicBool::new(true),
@@ -107,6 +111,11 @@ impl Clock {
         self.deadline_ns.store(ns, Relaxed);
         self.phase.store(phase, Relaxed);
         let head = phase == HEAD;
+        if head && ns > 0 {
+            let timeout = self.limits.header_timeout.as_nanos() as u64;
+            self.head_start_ns
+                .store(ns.saturating_sub(timeout), Relaxed);
+        }
         if self.in_head.swap(head, Relaxed) != head {
             if head {
                 self.heads.fetch_add(1, Relaxed);
@@ -114,6 +123,12 @@ impl Clock {
                 self.heads.fetch_sub(1, Relaxed);
             }
         }
+    }
+
+    /// When the current (or last) request head began: the accept for a
+    /// connection's first request, the first byte of later ones.
+    pub fn head_started(&self) -> Instant {
+        self.base + Duration::from_nanos(self.head_start_ns.load(Relaxed))
     }
 
     /// Between requests: the keep-alive deadline runs.

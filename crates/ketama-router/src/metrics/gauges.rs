@@ -30,6 +30,8 @@ pub struct Snapshot<'a> {
     pub certificates: Vec<(String, i64)>,
     /// Client connections open now.
     pub connections: usize,
+    /// Access log lines (written, dropped) since start.
+    pub access_log: (u64, u64),
 }
 
 /// Writes `value` as a sample value (integers without a fraction).
@@ -160,6 +162,22 @@ pub(super) fn render_gauges(out: &mut String, snap: &Snapshot<'_>, om: bool) {
         &one(snap.connections as f64),
         om,
     );
+    // Counters the access log keeps itself, rendered here from its counts.
+    for (name, help, n) in [
+        (
+            "ketama_access_log_lines",
+            "Access log lines written",
+            snap.access_log.0,
+        ),
+        (
+            "ketama_access_log_dropped",
+            "Access log lines dropped: the buffer was full (the disk did not keep up) or the write failed",
+            snap.access_log.1,
+        ),
+    ] {
+        family_head(out, name, "counter", help, om);
+        let _ = writeln!(out, "{name}_total {n}");
+    }
     let expiry: Vec<(String, f64)> = snap
         .certificates
         .iter()

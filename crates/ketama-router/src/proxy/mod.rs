@@ -23,8 +23,11 @@ use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
 use pingora::{Error, ErrorSource, ErrorType};
 
+use crate::access_log::AccessLog;
 use crate::metrics::Metrics;
 use crate::state::{Key, RoutingState, RuleMatch, StateReader};
+
+mod log;
 
 /// The Pingora proxy logic.
 pub struct Router {
@@ -32,6 +35,8 @@ pub struct Router {
     pub routing: StateReader,
     /// The counters.
     pub metrics: Arc<Metrics>,
+    /// Where each request's line goes, when `[access_log]` is on.
+    pub access_log: AccessLog,
 }
 
 /// Per-request selection state.
@@ -52,6 +57,15 @@ pub struct Ctx {
     /// The request's slot on its backend (bounded loads), given back when
     /// the request ends or moves to another backend.
     slot: Option<LoadGuard>,
+    /// When the request began: its head's first byte on HTTP/1, the
+    /// proxy's first look at it on HTTP/2.
+    began: Option<Instant>,
+    /// The label rule that applied (its index in the plan).
+    rule: Option<usize>,
+    /// When the current attempt sent its request head.
+    head_sent: Option<Instant>,
+    /// The final attempt's time in its backend.
+    upstream_time: Option<Duration>,
 }
 
 impl Ctx {
@@ -205,11 +219,22 @@ pub fn matching_rule(req: &RequestHeader, state: &RoutingState) -> Option<usize>
 /// The routing decision for a request: its key, its rule's requirement,
 /// this router's scope.
 pub fn decide(req: &RequestHeader, state: &RoutingState) -> Result<Route> {
+    decide_with_rule(req, state).map(|(route, _)| route)
+}
+
+/// [`decide`], and the label rule that applied (its index in the plan's
+/// rules).
+pub fn decide_with_rule(
+    req: &RequestHeader,
+    state: &RoutingState,
+) -> Result<(Route, Option<usize>)> {
     let plan = &state.plan;
-    let need = matching_rule(req, state).map(|i| plan.rules[i].need);
+    let rule = matching_rule(req, state);
+    let need = rule.map(|i| plan.rules[i].need);
     with_routing_key(req, &state.key, |key| {
         plan.table.route(key, need, plan.scope.as_deref())
     })
+    .map(|route| (route, rule))
     .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))
 }
 
@@ -275,6 +300,7 @@ impl ProxyHttp for Router {
     }
 
     async fn early_request_filter(&self, session: &mut Session, ctx: &mut Ctx) -> Result<()> {
+        ctx.began = Some(crate::conn::head_started().unwrap_or_else(Instant::now));
         let state = self.routing.state();
         let server = &state.validated.config.server;
         let req = session.req_header();
@@ -311,9 +337,10 @@ impl ProxyHttp for Router {
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         if ctx.route.is_none() {
             let state = ctx.state.get_or_insert_with(|| self.routing.state());
-            let route = decide(session.req_header(), state)?;
+            let (route, rule) = decide_with_rule(session.req_header(), state)?;
             self.metrics.lookup(route.version());
             ctx.route = Some(route);
+            ctx.rule = rule;
             ctx.started = Some(Instant::now());
         }
         let (Some(state), Some(route)) = (&ctx.state, &mut ctx.route) else {
@@ -321,6 +348,7 @@ impl ProxyHttp for Router {
         };
         // A retry's old slot goes back before the next is taken.
         ctx.slot = None;
+        ctx.upstream_time = None;
         let chosen = match choose(state, route)? {
             Some(c) => {
                 ctx.spills += c.spills;
@@ -359,6 +387,7 @@ impl ProxyHttp for Router {
         upstream: &mut RequestHeader,
         ctx: &mut Ctx,
     ) -> Result<()> {
+        ctx.head_sent = Some(Instant::now());
         let on = ctx
             .state
             .as_ref()
@@ -401,6 +430,7 @@ impl ProxyHttp for Router {
         client_reused: bool,
     ) -> Box<Error> {
         if *e.esource() == ErrorSource::Upstream {
+            self.attempt_ended(ctx);
             self.backend_failed(ctx, &e);
         }
         let mut e = e.more_context(format!("Peer: {peer}"));
@@ -475,43 +505,21 @@ impl ProxyHttp for Router {
         }
     }
 
+    fn upstream_response_body_filter(
+        &self,
+        _session: &mut Session,
+        _body: &mut Option<Bytes>,
+        end_of_stream: bool,
+        ctx: &mut Ctx,
+    ) -> Result<Option<Duration>> {
+        if end_of_stream {
+            self.attempt_ended(ctx);
+        }
+        Ok(None)
+    }
+
     async fn logging(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
-        let Some(state) = &ctx.state else { return };
-        let status = session.response_written().map_or(0, |r| r.status.as_u16());
-        if let (Some(n), Some(started)) = (ctx.backend, ctx.started) {
-            let b = &state.backends[n];
-            let seconds = started.elapsed().as_secs_f64();
-            match (ctx.upstream_status, e.map(|e| e.esource())) {
-                // The backend answered: its status, whatever came after.
-                (Some(s), _) => {
-                    b.metrics.count(s, seconds);
-                    b.health.record_success();
-                }
-                // It failed itself: no response.
-                (None, Some(ErrorSource::Upstream)) => b.metrics.count(0, seconds),
-                // The client failed (counted as a client error) or nothing
-                // reached the backend: not the backend's request.
-                _ => {}
-            }
-        }
-        let sample = state.validated.config.server.trace_sample;
-        if sample > 0.0 {
-            let hash = ctx.route.as_ref().map_or(0, |r| r.hash());
-            // Sample by the key hash's low bits: cheap and spread evenly.
-            let draw = (hash.wrapping_mul(0x9E37_79B9) >> 8) as f64 / (1u32 << 24) as f64;
-            if draw < sample {
-                tracing::info!(
-                    key_hash = hash,
-                    ring = ctx.route.as_ref().map_or("-", |r| r.version().name()),
-                    backend = ctx
-                        .backend
-                        .map_or("-", |n| state.backends[n].server.as_str()),
-                    attempts = ctx.attempts(),
-                    status,
-                    "backend selection"
-                );
-            }
-        }
+        self.request_ended(session, e, ctx);
     }
 }
 
