@@ -3,7 +3,8 @@
 # cmake (Pingora builds C dependencies with it), the real peers the tests
 # start (nginx as a TLS origin, curl and h2load as HTTP/2 clients, dnsmasq for DNS discovery, etcd for fleet control; nutcracker,
 # memcached and libmemcached for the memcached schemes), a TrueType font for
-# charts, man (a test renders the generated man pages), and Python's
+# charts, man (a test renders the generated man pages), headless Chromium
+# (a test renders the admin page), and Python's
 # prometheus_client (the tests check /metrics with it).
 # Only what is missing is installed; needs root or sudo for apt-get.
 set -euo pipefail
@@ -23,6 +24,8 @@ command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
 # man renders the generated man pages in a test.
 command -v man >/dev/null 2>&1 || need+=(man-db)
+# The admin page is checked as a person sees it, in headless Chromium.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 [ -e /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || need+=(fonts-dejavu-core)
 command -v pip3 >/dev/null 2>&1 || python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 if [ ${#need[@]} -gt 0 ]; then

@@ -102,13 +102,14 @@ impl BackgroundService for HealthChecker {
                             });
                             let connector = connector.clone();
                             async move {
+                                let began = std::time::Instant::now();
                                 let ok = match tls {
                                     None => check(addr, &path, timeout).await,
                                     Some((peer, host)) => {
                                         check_tls(&connector, &peer, &host, &path, timeout).await
                                     }
                                 };
-                                if health.record(ok, up, down) {
+                                if health.record_check(ok, began.elapsed(), up, down) {
                                     tracing::warn!(
                                         backend = server,
                                         healthy = ok,

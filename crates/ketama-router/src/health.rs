@@ -38,6 +38,31 @@ pub struct Health {
     /// failures went unlogged since.
     logged_at: AtomicU64,
     unlogged: AtomicU64,
+    /// When the active checks last flipped it or a failure took it out
+    /// ([`now_ms`]; 0: never).
+    changed_at: AtomicU64,
+    /// The last active check: when ([`now_ms`]; 0: none yet), and its
+    /// result and duration (bit 31: passed; the rest: milliseconds).
+    checked_at: AtomicU64,
+    check: AtomicU32,
+    /// Failed attempts recorded since start (passive).
+    failed_attempts: AtomicU64,
+}
+
+/// What [`Health::view`] reports, for the admin page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HealthView {
+    /// Whether it takes traffic.
+    pub healthy: bool,
+    /// Milliseconds since it last changed between serving and not
+    /// (`None`: it never changed since start).
+    pub since_ms: Option<u64>,
+    /// The last active check: passed, its duration and how long ago, in
+    /// milliseconds.
+    pub last_check: Option<(bool, u32, u64)>,
+    /// Failed attempts since start (connect errors, timeouts, broken
+    /// responses).
+    pub failed_attempts: u64,
 }
 
 impl Default for Health {
@@ -51,6 +76,10 @@ impl Default for Health {
             out_until: AtomicU64::new(0),
             logged_at: AtomicU64::new(0),
             unlogged: AtomicU64::new(0),
+            changed_at: AtomicU64::new(0),
+            checked_at: AtomicU64::new(0),
+            check: AtomicU32::new(0),
+            failed_attempts: AtomicU64::new(0),
         }
     }
 }
@@ -76,6 +105,7 @@ impl Health {
     /// backend out of rotation for `fail_timeout`. `max_fails` 0 turns it
     /// off. Returns whether this failure took it out.
     pub fn record_failure(&self, max_fails: u32, fail_timeout: Duration) -> bool {
+        self.failed_attempts.fetch_add(1, Relaxed);
         if max_fails == 0 {
             return false;
         }
@@ -88,6 +118,7 @@ impl Health {
         }
         let fails = self.passive_fails.fetch_add(1, Relaxed) + 1;
         if fails >= max_fails {
+            self.changed_at.store(now, Relaxed);
             self.out_until.store(now + window, Relaxed);
             self.passive_fails.store(0, Relaxed);
             self.window_start.store(0, Relaxed);
@@ -120,6 +151,44 @@ impl Health {
         }
         self.unlogged.fetch_add(1, Relaxed);
         None
+    }
+
+    /// Records a check and how long it took; flips after `up` successes
+    /// or `down` failures in a row. Returns whether the state changed.
+    pub fn record_check(&self, ok: bool, took: Duration, up: u32, down: u32) -> bool {
+        let ms = took.as_millis().min(0x7fff_ffff) as u32;
+        self.check.store(ms | (ok as u32) << 31, Relaxed);
+        self.checked_at.store(now_ms(), Relaxed);
+        let changed = self.record(ok, up, down);
+        if changed {
+            self.changed_at.store(now_ms(), Relaxed);
+        }
+        changed
+    }
+
+    /// What the admin page shows of it; see [`HealthView`].
+    pub fn view(&self) -> HealthView {
+        let now = now_ms();
+        let mut changed = self.changed_at.load(Relaxed);
+        let until = self.out_until.load(Relaxed);
+        if until != 0 && now >= until {
+            // Back in rotation when its time out ran out.
+            changed = changed.max(until);
+        }
+        let checked = self.checked_at.load(Relaxed);
+        let check = self.check.load(Relaxed);
+        HealthView {
+            healthy: self.is_healthy(),
+            since_ms: (changed != 0).then(|| now.saturating_sub(changed)),
+            last_check: (checked != 0).then(|| {
+                (
+                    check >> 31 == 1,
+                    check & 0x7fff_ffff,
+                    now.saturating_sub(checked),
+                )
+            }),
+            failed_attempts: self.failed_attempts.load(Relaxed),
+        }
     }
 
     /// Records a check; flips after `up` successes or `down` failures in a

@@ -227,6 +227,7 @@ pub fn build(
         control: control.clone(),
         metrics: metrics.clone(),
         access_log: access_log.clone(),
+        latency: Default::default(),
     };
     let mut admin = Service::new("ketama admin".to_string(), HttpServer::new_app(admin));
     admin.add_tcp(&admin_listen.to_string());

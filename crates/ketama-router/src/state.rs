@@ -118,6 +118,26 @@ pub struct RoutingState {
     pub tls: Option<Arc<ServerTls>>,
     /// How backends with `tls = true` are reached.
     pub upstream_tls: Arc<UpstreamTls>,
+    /// Each ring's keys per backend, computed on first use (the admin
+    /// page); a state's rings never change.
+    shares: std::sync::OnceLock<Vec<Vec<u64>>>,
+}
+
+impl RoutingState {
+    /// Keys of the 2^32 keyspace each backend serves on each ring, in
+    /// [`RouteTable::versions`](ketama::RouteTable::versions) order
+    /// (`ketama::analysis::keyspace`: `O(points)` once per state, then a
+    /// reference).
+    pub fn keyspace_shares(&self) -> &[Vec<u64>] {
+        self.shares.get_or_init(|| {
+            let table = &self.plan.table;
+            table
+                .versions()
+                .iter()
+                .map(|&v| ketama::analysis::keyspace(table.ring(v)))
+                .collect()
+        })
+    }
 }
 
 /// Which TLS files a build reads again (the rest it takes from the
@@ -294,6 +314,7 @@ impl RoutingState {
             validated: v,
             tls,
             upstream_tls,
+            shares: std::sync::OnceLock::new(),
         })
     }
 }

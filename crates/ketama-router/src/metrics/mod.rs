@@ -107,6 +107,11 @@ impl BackendMetrics {
         self.spills.load(Relaxed)
     }
 
+    /// Requests by class, in the order `error`, `1xx`, ... `5xx`.
+    pub fn classes(&self) -> [u64; 6] {
+        self.by_class.each_ref().map(|c| c.load(Relaxed))
+    }
+
     /// Requests counted under a class (`"2xx"`, `"error"`, ...).
     pub fn requests(&self, class: &str) -> u64 {
         CLASSES

@@ -2,13 +2,15 @@
 //!
 //! | request | answer |
 //! |---|---|
-//! | `GET /status` | JSON: backends (server, weight, labels, down, healthy), rings (compat, layout, point multiple, points, bytes), rollout, lookups, reloads, settings that need a restart, pid |
+//! | `GET /ui` | the admin page: one self-contained HTML page that shows the rest live; needs no token to load (it holds no data) |
+//! | `GET /ui/data` | JSON the page refreshes from: `/status` without its backends, and the backends as columns (shares per ring, health, request counts, latency quantiles; see [`ui`]) |
+//! | `GET /status` | JSON: backends (server, weight, labels, down, healthy), rings (compat, layout, point multiple, points, bytes), rollout, lookups, reloads and the last config changes, settings that need a restart, pid |
 //! | `GET /metrics` | Prometheus text (0.0.4), or OpenMetrics when the scraper's `Accept` asks for it |
 //! | `PUT /rollout` | body `{"global_bp": N, "scopes": {"NAME": N}}`: the migration's new rollout, at once, no reload |
 //! | `POST /reload` | re-reads the config; 200 `{"reloaded": true, "restart_needed": [keys]}`, or 400 with the error while the running config keeps serving |
 //!
-//! Every request needs `Authorization: Bearer TOKEN` (401 otherwise)
-//! unless the config disabled auth.
+//! Every request but `GET /ui` needs `Authorization: Bearer TOKEN` (401
+//! otherwise) unless the config disabled auth.
 
 use std::sync::Arc;
 
@@ -24,6 +26,9 @@ use crate::cell::{Refused, RoutingCell, Trigger};
 use crate::control::Control;
 use crate::discovery::DiscoveryState;
 use crate::metrics::{Metrics, Snapshot};
+use crate::state::RoutingState;
+
+pub mod ui;
 
 /// The admin API's handler. The token it checks is the current config's,
 /// so a reload that changes it applies to the next request.
@@ -39,6 +44,8 @@ pub struct Admin {
     pub metrics: Arc<Metrics>,
     /// The access log, for its counts.
     pub access_log: crate::access_log::AccessLog,
+    /// The page's latency window.
+    pub latency: ui::LatencyWindow,
 }
 
 fn response(code: u16, content_type: &str, body: String) -> http::Response<Vec<u8>> {
@@ -56,12 +63,18 @@ fn json_response(code: u16, v: Value) -> http::Response<Vec<u8>> {
 
 /// The `GET /status` document.
 pub fn status(admin: &Admin) -> Value {
-    let state = admin.cell.state();
+    status_of(admin, &admin.cell.state(), true)
+}
+
+/// The `GET /status` document of `state`, with or without its backends
+/// (the admin page takes them as columns).
+pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Value {
     let plan = &state.plan;
     let total_weight = state.serving_weight(None, Version::Only);
     let backends: Vec<Value> = state
         .backends
         .iter()
+        .take(if with_backends { usize::MAX } else { 0 })
         .zip(&plan.backends)
         .enumerate()
         .map(|(i, (b, cfg))| {
@@ -128,6 +141,18 @@ pub fn status(admin: &Admin) -> Value {
         "lookups_only": m.lookups(Version::Only),
         "build_ms": plan.build_ms,
         "reloads": {"ok": ok, "rejected": rejected},
+        "history": admin.cell.history().iter().map(|a| json!({
+            "at": crate::clock::utc(a.at),
+            "trigger": a.trigger,
+            "ok": a.error.is_none(),
+            "error": a.error,
+            "restart_needed": a.restart_needed,
+        })).collect::<Vec<_>>(),
+        "access_log": state.validated.config.access_log.as_ref().map(|l| json!({
+            "path": l.path,
+            "written": admin.access_log.written(),
+            "dropped": admin.access_log.dropped(),
+        })),
         "restart_needed": admin.cell.restart_needed(),
         "discovery": admin.discovery.status(&state.validated),
         "balance": state.balance.as_ref().map(|b| json!({
@@ -204,6 +229,12 @@ impl Admin {
 #[async_trait]
 impl ServeHttp for Admin {
     async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
+        if session.req_header().uri.path() == "/ui" {
+            return match session.req_header().method.as_str() {
+                "GET" | "HEAD" => response(200, "text/html; charset=utf-8", ui::PAGE.to_string()),
+                m => json_response(405, json!({"error": format!("{m} is not allowed on /ui")})),
+            };
+        }
         let token = self.cell.state().validated.token.clone();
         if let Some(token) = &token {
             // Constant time: how long the comparison takes says nothing
@@ -223,6 +254,7 @@ impl ServeHttp for Admin {
         let path = session.req_header().uri.path().to_string();
         match (method.as_str(), path.as_str()) {
             ("GET", "/status") => json_response(200, status(self)),
+            ("GET", "/ui/data") => response(200, "application/json", ui::data(self)),
             ("GET", "/metrics") => {
                 let wants_om = session
                     .get_header("accept")
@@ -290,13 +322,13 @@ impl ServeHttp for Admin {
                 }
                 Err(e) => json_response(400, json!({"reloaded": false, "error": format!("{e:#}")})),
             },
-            (_, "/status" | "/metrics" | "/rollout" | "/reload") => json_response(
+            (_, "/status" | "/metrics" | "/rollout" | "/reload" | "/ui/data") => json_response(
                 405,
                 json!({"error": format!("{method} is not allowed on {path}")}),
             ),
             _ => json_response(
                 404,
-                json!({"error": format!("no {path}: try /status, /metrics, /rollout or /reload")}),
+                json!({"error": format!("no {path}: try /ui, /status, /metrics, /rollout or /reload")}),
             ),
         }
     }
