@@ -5,7 +5,7 @@ LoadBalancer<KetamaHashing>, given every fair setting) and nginx, over
 loopback origins served by one nginx worker. Prints markdown tables.
 
 Arguments: BIN_DIR SECONDS ROUNDS SECTIONS (comma-separated of throughput,
-alloc, balance, scale, flood).
+alloc, balance, scale, flood, access_log, tls).
 """
 
 import atexit
@@ -335,6 +335,34 @@ def balance():
             stop(p)
 
 
+def access_log():
+    """The access log's cost: the router with [access_log] off, JSON and
+    combined, each to a file on this disk, at one worker; the lines written
+    and dropped after the run."""
+    log("access log")
+    ps, specs = [], []
+    for i, (name, extra) in enumerate([
+            ("ketama-router, access log off", ""),
+            ("ketama-router, access log json", f'[access_log]\npath = "{W}/access-json.log"'),
+            ("ketama-router, access log combined", f'[access_log]\npath = "{W}/access-combined.log"\nformat = "combined"')]):
+        port = 18400 + i
+        p, admin, _ = router(port, 1, extra=extra)
+        ps.append((p, admin))
+        specs.append((name, port))
+    pids = {name: p.pid for (name, _), (p, _) in zip(specs, ps)}
+    time.sleep(1)
+    res = interleaved(specs, 1, pids)
+    print(f"### Access log (one worker, wrk -t1 -c{CONNS}, {DUR} s x {ROUNDS} interleaved rounds)\n")
+    table(res, "ketama-router, access log off")
+    for (name, _), (p, admin) in zip(specs[1:], ps[1:]):
+        m = urllib.request.urlopen(f"http://127.0.0.1:{admin}/metrics").read().decode()
+        got = {k: re.search(rf"^{k} (\d+)", m, re.M).group(1) for k in ("ketama_access_log_lines_total", "ketama_access_log_dropped_total")}
+        print(f"- {name}: {got['ketama_access_log_lines_total']} lines written, {got['ketama_access_log_dropped_total']} dropped")
+    print()
+    for p, _ in ps:
+        stop(p)
+
+
 def mix(i):
     z = (i + 0x9E3779B97F4A7C15) & (2**64 - 1)
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
@@ -490,5 +518,6 @@ for section in SECTIONS:
         import loadbench_tls
         loadbench_tls.tls(sys.modules[__name__])
         continue
-    {"throughput": throughput, "alloc": alloc, "balance": balance, "scale": scale, "flood": flood}[section]()
+    {"throughput": throughput, "alloc": alloc, "balance": balance, "scale": scale, "flood": flood,
+     "access_log": access_log}[section]()
 print("done")

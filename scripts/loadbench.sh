@@ -10,6 +10,7 @@
 #
 # Usage: scripts/loadbench.sh [SECONDS_PER_RUN] [ROUNDS] [SECTIONS]
 #   defaults: 10 s, 5 rounds, sections throughput,alloc,balance,scale,flood
+#   (also: access_log, tls)
 #   (add tls, or give it alone: scripts/loadbench.sh 10 5 tls).
 # Needs nginx, wrk, h2load and openssl (Debian: apt-get install nginx wrk
 # nghttp2-client openssl; installed here when run as root and missing),
