@@ -31,37 +31,20 @@ const FIELDS: [&str; 14] = [
     "labels",
 ];
 
-/// A config over `backends`, active checks off (a dead backend stays in
-/// rotation until a request finds it), and `log` as `[access_log]`.
-fn write_config(
-    path: &Path,
-    backends: &[SocketAddr],
-    proxy: SocketAddr,
-    admin: SocketAddr,
-    log: &str,
-) {
-    let mut s = format!(
-        "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[health]\nenabled = false\n\n[access_log]\n{log}\n"
-    );
-    for b in backends {
-        s.push_str(&format!("\n[[backends]]\naddress = \"{b}\"\n"));
-    }
-    std::fs::write(path, s).unwrap();
-}
-
+/// A router over `backends`, active checks off (a dead backend stays in
+/// rotation until a request finds it), with `log` (`DIR`: its temp dir) as
+/// `[access_log]`.
 fn router(backends: &[SocketAddr], log: &str) -> (RouterProc, tempfile::TempDir) {
-    let (proxy, admin) = (free_addr(), free_addr());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    let log = log.replace("DIR", dir.path().to_str().unwrap());
-    write_config(&path, backends, proxy, admin, &log);
-    let r = start_router_with(
-        &path,
-        proxy,
-        admin,
-        &[],
-        Some(&dir.path().join("router.log")),
-    );
+    let (r, dir, _) = router_from(|proxy, admin, dir| {
+        let log = log.replace("DIR", dir.to_str().unwrap());
+        let mut s = format!(
+            "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[health]\nenabled = false\n\n[access_log]\n{log}\n"
+        );
+        for b in backends {
+            s.push_str(&format!("\n[[backends]]\naddress = \"{b}\"\n"));
+        }
+        s
+    });
     (r, dir)
 }
 

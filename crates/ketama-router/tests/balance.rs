@@ -13,23 +13,15 @@ use ketama_router::origin::Origin;
 const HOT: &str = "/video/viral.mp4";
 
 fn balanced_router(origins: &[Origin], factor: u32) -> (RouterProc, tempfile::TempDir) {
-    let (proxy, admin) = (free_addr(), free_addr());
-    let mut cfg = format!(
-        "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\nlayout = \"compact\"\n\n[health]\ninterval_ms = 60000\ntimeout_ms = 2000\n\n[balance]\nfactor = {factor}\n"
-    );
-    for o in origins {
-        cfg.push_str(&format!("\n[[backends]]\naddress = \"{}\"\n", o.addr()));
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    std::fs::write(&path, cfg).unwrap();
-    let r = start_router_with(
-        &path,
-        proxy,
-        admin,
-        &[],
-        Some(&dir.path().join("router.log")),
-    );
+    let (r, dir, _) = router_from(|proxy, admin, _| {
+        let mut cfg = format!(
+            "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\nlayout = \"compact\"\n\n[health]\ninterval_ms = 60000\ntimeout_ms = 2000\n\n[balance]\nfactor = {factor}\n"
+        );
+        for o in origins {
+            cfg.push_str(&format!("\n[[backends]]\naddress = \"{}\"\n", o.addr()));
+        }
+        cfg
+    });
     (r, dir)
 }
 

@@ -179,20 +179,9 @@ fn router(
     server: &str,
     extra: &str,
 ) -> (RouterProc, tempfile::TempDir, std::path::PathBuf) {
-    let (proxy, admin) = (free_addr(), free_addr());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    let text =
-        config_with(static_backends, proxy, admin, server, "") + &discovery_config(dns, extra);
-    std::fs::write(&path, text).unwrap();
-    let r = start_router_with(
-        &path,
-        proxy,
-        admin,
-        &[],
-        Some(&dir.path().join("router.log")),
-    );
-    (r, dir, path)
+    router_from(|proxy, admin, _| {
+        config_with(static_backends, proxy, admin, server, "") + &discovery_config(dns, extra)
+    })
 }
 
 fn status_backends(r: &RouterProc) -> Vec<(String, String, u64)> {

@@ -147,13 +147,9 @@ fn the_page_shows_every_backend_with_its_share_and_a_stopped_one_as_down() {
 #[test]
 fn without_auth_the_page_shows_everything_without_asking() {
     let (_origins, addrs) = origins(2);
-    let (proxy, admin) = (free_addr(), free_addr());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    let text =
-        config_with(&addrs, proxy, admin, "", "").replace("token = \"sekret\"", "auth = false");
-    std::fs::write(&path, text).unwrap();
-    let r = start_router_with(&path, proxy, admin, &[], None);
+    let (r, _dir, _) = router_from(|proxy, admin, _| {
+        config_with(&addrs, proxy, admin, "", "").replace("token = \"sekret\"", "auth = false")
+    });
     let dom = rendered(&format!("http://{}/ui", r.admin));
     assert_eq!(rows(&dom).len(), 2, "{dom}");
     assert!(dom.contains("<form id=\"login\" hidden=\"\">"), "no prompt");

@@ -62,15 +62,12 @@ fn the_page_at_10000_backends() {
                 .unwrap()
         })
         .collect();
-    let (proxy, admin) = (free_addr(), free_addr());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    let text = config_with(&addrs, proxy, admin, "", "").replace(
-        "[health]\ninterval_ms = 200\ntimeout_ms = 200",
-        "[health]\nenabled = false",
-    );
-    std::fs::write(&path, text).unwrap();
-    let r = start_router_with(&path, proxy, admin, &[], None);
+    let (r, _dir, _) = router_from(|proxy, admin, _| {
+        config_with(&addrs, proxy, admin, "", "").replace(
+            "[health]\ninterval_ms = 200\ntimeout_ms = 200",
+            "[health]\nenabled = false",
+        )
+    });
     let mut times = Vec::new();
     let mut size = 0;
     for _ in 0..21 {

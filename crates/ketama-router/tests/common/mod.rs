@@ -237,6 +237,21 @@ pub fn config_with(
     s
 }
 
+/// A router started from the config `text(proxy, admin, dir)` returns,
+/// written as `dir/router.toml` in a new temp dir (which must live as long
+/// as the router), its stderr in `dir/router.log`.
+pub fn router_from(
+    text: impl FnOnce(SocketAddr, SocketAddr, &Path) -> String,
+) -> (RouterProc, tempfile::TempDir, std::path::PathBuf) {
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    std::fs::write(&path, text(proxy, admin, dir.path())).unwrap();
+    let log = dir.path().join("router.log");
+    let r = start_router_with(&path, proxy, admin, &[], Some(&log));
+    (r, dir, path)
+}
+
 /// A router over these backends with this config (see [`config_with`]),
 /// its stderr in `dir/router.log`.
 pub fn router_over(
@@ -244,12 +259,8 @@ pub fn router_over(
     server: &str,
     extra: &str,
 ) -> (RouterProc, tempfile::TempDir) {
-    let (proxy, admin) = (free_addr(), free_addr());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    std::fs::write(&path, config_with(backends, proxy, admin, server, extra)).unwrap();
-    let log = dir.path().join("router.log");
-    let r = start_router_with(&path, proxy, admin, &[], Some(&log));
+    let (r, dir, _) =
+        router_from(|proxy, admin, _| config_with(backends, proxy, admin, server, extra));
     (r, dir)
 }
 
