@@ -277,3 +277,51 @@ fn a_disk_that_cannot_keep_up_drops_and_counts_and_never_holds_a_request() {
         sample(&metrics_text(&r), "ketama_access_log_dropped_total") == 20.0
     });
 }
+
+#[test]
+fn path_dash_writes_to_standard_output() {
+    use std::io::BufRead;
+    let origin = Origin::start(0).unwrap();
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    let text = config_with(&[origin.addr()], proxy, admin, "", "")
+        + "\n[access_log]\npath = \"-\"\nflush_ms = 20\n";
+    std::fs::write(&path, text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+        .args(["--config", path.to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let r = RouterProc {
+        child,
+        proxy,
+        admin,
+    };
+    wait_for(Duration::from_secs(20), || {
+        request(proxy, "GET", "/out", &[], "").is_ok()
+    });
+    let line = loop {
+        let l = rx
+            .recv_timeout(Duration::from_secs(5))
+            .expect("a line on stdout");
+        if l.contains("\"uri\":\"/out\"") {
+            break l;
+        }
+    };
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["status"], 200);
+    drop(r);
+}

@@ -8,7 +8,8 @@
 //!   docs/admin-page.md (`docs/admin-page-50.png`);
 //! - 10,000 backends: what `/ui/data` weighs and how long it takes (20
 //!   fetches: median and max), and how long the page takes to draw in
-//!   headless Chromium (its own `performance.now()` around the drawing).
+//!   headless Chromium (its own `performance.now()` around the drawing);
+//!   and what a `/metrics` scrape takes at that size.
 
 mod common;
 
@@ -87,6 +88,26 @@ fn the_page_at_10000_backends() {
         times[times.len() - 1].as_secs_f64() * 1e3
     );
     assert!(size < 2 << 20, "{size} bytes");
+    // Timed by curl (the test's own reader is slower than the scrape).
+    let mut scrapes = Vec::new();
+    for _ in 0..10 {
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-w", "%{time_total}"])
+            .args(["-H", "Authorization: Bearer sekret"])
+            .arg(format!("http://{}/metrics", r.admin))
+            .output()
+            .unwrap();
+        let secs: f64 = String::from_utf8_lossy(&out.stdout).parse().unwrap();
+        scrapes.push(Duration::from_secs_f64(secs));
+    }
+    let m = admin_call(&r, "GET", "/metrics", "");
+    let samples = m.body.lines().filter(|l| !l.starts_with('#')).count();
+    scrapes.sort();
+    println!(
+        "/metrics at 10,000 backends: {samples} samples, median {:.1} ms, max {:.1} ms",
+        scrapes[5].as_secs_f64() * 1e3,
+        scrapes[9].as_secs_f64() * 1e3
+    );
     // Real time (Chromium's virtual time would stop the page's clock):
     // the page's own figures after 7 s, three refreshes in.
     let script = concat!(
