@@ -5,7 +5,9 @@ LoadBalancer<KetamaHashing>, given every fair setting) and nginx, over
 loopback origins served by one nginx worker. Prints markdown tables.
 
 Arguments: BIN_DIR SECONDS ROUNDS SECTIONS (comma-separated of throughput,
-alloc, balance, scale, flood, access_log, tls).
+alloc, balance, scale, flood, access_log, tls, bodies, conns). The
+figures every section leaves in SUMMARY end in one summary table, and the
+bodies section's in a chart (docs/loadbench-bodies.svg and .png).
 """
 
 import atexit
@@ -28,6 +30,8 @@ PROCS = []
 ORIGINS = [f"127.0.0.1:{p}" for p in (19001, 19002, 19003, 19004)]
 WIDE_PORT = 19100  # the origin port every address of 127/8 answers on
 CONNS = int(os.environ.get("CONNS", "32"))
+SUMMARY = {}  # section -> its headline figures, for the table at the end
+CHART_DIR = os.environ.get("CHART_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs"))
 
 
 def cleanup():
@@ -111,12 +115,15 @@ def free_port():
 
 def nginx_origins():
     conf = os.path.join(W, "origin.conf")
-    servers = "\n".join(f"server {{ listen {o}; location / {{ return 200 \"ok\\n\"; }} }}" for o in ORIGINS)
+    # /b/ serves the bodies section's files, /up/ takes its uploads.
+    servers = "\n".join(f"server {{ listen {o}; location / {{ return 200 \"ok\\n\"; }} location /b/ {{ root {W}/www; }} "
+                        f"location /up/ {{ client_max_body_size 2m; return 200 \"ok\\n\"; }} }}" for o in ORIGINS)
     with open(conf, "w") as f:
         f.write(f"""worker_processes 1; daemon off; pid {W}/origin.pid; error_log {W}/origin.err crit;
 worker_rlimit_nofile 16384;
 events {{ worker_connections 16384; }}
-http {{ access_log off; keepalive_requests 1000000;
+http {{ access_log off; keepalive_requests 1000000; sendfile on; tcp_nopush on;
+client_body_temp_path {W}/origin-body;
 {servers}
 server {{ listen {WIDE_PORT}; location / {{ return 200 "ok\\n"; }} }}
 }}
@@ -176,8 +183,10 @@ def router(port, threads, binary="router", **kw):
     return p, admin, conf
 
 
-def stock(port, threads, binary="stock-system", steal=False, keepalive=128, backends_file=None):
+def stock(port, threads, binary="stock-system", steal=False, keepalive=128, backends_file=None, headers=False):
     args = [os.path.join(BIN, binary), "--listen", f"127.0.0.1:{port}", "--threads", str(threads)]
+    if headers:
+        args.append("--headers")
     if not steal:
         args.append("--no-steal")
     if keepalive is not None:
@@ -258,7 +267,7 @@ def interleaved(specs, threads, pids=None):
 def table(res, ref, other=None):
     """A row per proxy: medians and spread; the router-to-this ratio per
     round (median, min-max) against `ref` rows."""
-    cpu = all(r[3] is not None for runs in res.values() for r in runs)
+    cpu = any(r[3] is not None for runs in res.values() for r in runs)
     extra = " CPU us/request (median, min-max) |" if cpu else ""
     print(f"| proxy | requests/s (median) | spread (min-max) | p50 ms | p99 ms | {ref} / this (median, min-max) |{extra}")
     print("|---|---:|---:|---:|---:|---:|" + ("---:|" if cpu else ""))
@@ -268,8 +277,8 @@ def table(res, ref, other=None):
         rt = "-" if name == ref else f"{med(ratios):.3f} ({min(ratios):.3f}-{max(ratios):.3f})"
         c = ""
         if cpu:
-            us = [r[3] for r in runs]
-            c = f" {med(us):.1f} ({min(us):.1f}-{max(us):.1f}) |"
+            us = [r[3] for r in runs if r[3] is not None]
+            c = f" {med(us):.1f} ({min(us):.1f}-{max(us):.1f}) |" if us else " - |"
         print(f"| {name} | {med(rps):.0f} | {spread(rps)} | {med([r[1] for r in runs]):.3f} | {med([r[2] for r in runs]):.3f} | {rt} |{c}")
     print()
 
@@ -284,16 +293,23 @@ def throughput():
               stock(base + 1, workers),
               stock(base + 2, workers, binary="stock-jemalloc"),
               stock(base + 3, workers, steal=True, keepalive=None),
+              stock(base + 5, workers, binary="stock-jemalloc", headers=True),
               router(base + 4, workers)[0]]
         specs = [
             (f"nginx ({workers} worker{'s' if workers > 1 else ''}, hash $request_uri consistent)", base),
             ("stock Pingora, router's runtime settings, system allocator", base + 1),
             ("stock Pingora, router's runtime settings, jemalloc", base + 2),
             ("stock Pingora, Pingora's defaults (work stealing), system allocator", base + 3),
+            ("stock Pingora, jemalloc, adding the router's four headers (--headers)", base + 5),
             ("ketama-router (defaults)", base + 4),
         ]
         time.sleep(1)
-        res = interleaved(specs, workers)
+        # nginx's CPU is its workers', not its master's: not counted here.
+        res = interleaved(specs, workers, {name: p.pid for (name, _), p in list(zip(specs, ps))[1:]})
+        if workers == 1:
+            SUMMARY["throughput"] = {name: med([r[0] for r in runs]) for name, runs in res.items()}
+            SUMMARY["throughput_ratio"] = {
+                name: med([a[0] / b[0] for a, b in zip(res["ketama-router (defaults)"], runs)]) for name, runs in res.items()}
         print(f"### {workers} worker{'s' if workers > 1 else ''} each (wrk -t{workers} -c{CONNS}, {DUR} s x {ROUNDS} interleaved rounds)\n")
         table(res, "ketama-router (defaults)")
         for p in ps:
@@ -426,14 +442,22 @@ def scale():
     # Reloads: one backend's weight changed, through the admin API.
     p, port, admin, conf = holder["router"]
     text = open(conf).read()
-    times = []
+    times, after = [], []
     for k in range(5):
         with open(conf, "w") as f:
             f.write(text.replace(f'weight = {backends[0][1]}\n', f'weight = {backends[0][1] + k + 1}\n', 1))
+        before = rss_mb(p.pid)
         t0 = time.monotonic()
         with urllib.request.urlopen(urllib.request.Request(f"http://127.0.0.1:{admin}/reload", method="POST"), timeout=60) as r:
             r.read()
         times.append((time.monotonic() - t0) * 1e3)
+        swapped = time.monotonic()
+        # RSS 0.5, 1 and 2 s after the swap, against RSS before the reload.
+        seen = []
+        for at in (0.5, 1.0, 2.0):
+            time.sleep(max(0.0, swapped + at - time.monotonic()))
+            seen.append(rss_mb(p.pid) / before)
+        after.append(seen)
     out = subprocess.run([os.path.join(BIN, "rebuild"), bfile], capture_output=True, text=True, check=True).stdout
     m = re.search(r"update_ms ([\d.]+) build_ms ([\d.]+)", out)
     stock_update, stock_build = float(m.group(1)), float(m.group(2))
@@ -442,6 +466,15 @@ def scale():
     print(f"| ketama-router `POST /reload` (read, parse, validate, build, swap; spread {spread(times, '{:.0f}')}) | {med(times):.0f} | {med(times) / stock_update:.2f} |")
     print(f"| stock Pingora `LoadBalancer::update()` (its selector build alone: {stock_build:.0f} ms) | {stock_update:.0f} | 1.00 |")
     print()
+    print("| router RSS after a reload / before it (5 reloads) | median | max |")
+    print("|---|---:|---:|")
+    for i, at in enumerate((0.5, 1.0, 2.0)):
+        v = [a[i] for a in after]
+        print(f"| {at} s after the swap | {med(v):.3f} | {max(v):.3f} |")
+    print()
+    SUMMARY["scale"] = {"rss": rows[0][2] / stock_rss, "reload": med(times) / stock_update,
+                        "rss_2s": max(a[2] for a in after), "router_rss": rows[0][2], "stock_rss": stock_rss,
+                        "reload_ms": med(times), "stock_update_ms": stock_update}
 
     # p99 while reloads run back to back, against p99 without.
     quiet = wrk(port, 1)
@@ -518,6 +551,13 @@ for section in SECTIONS:
         import loadbench_tls
         loadbench_tls.tls(sys.modules[__name__])
         continue
+    if section in ("bodies", "conns"):
+        import loadbench_bodies
+        getattr(loadbench_bodies, section)(sys.modules[__name__])
+        continue
     {"throughput": throughput, "alloc": alloc, "balance": balance, "scale": scale, "flood": flood,
      "access_log": access_log}[section]()
+import loadbench_report
+loadbench_report.summary(sys.modules[__name__])
+loadbench_report.chart(sys.modules[__name__], CHART_DIR)
 print("done")

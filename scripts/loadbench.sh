@@ -6,11 +6,14 @@
 # start, reload, p99 during reloads, admin API), and RSS after a connection
 # flood; and, asked for by name, TLS (keep-alive HTTPS, full and resumed
 # handshakes, HTTP/2 over TLS against nginx and stock Pingora's rustls
-# listener: scripts/loadbench_tls.py). Prints markdown tables.
+# listener: scripts/loadbench_tls.py), cache-sized bodies and 10,000
+# keep-alive connections (scripts/loadbench_bodies.py). Prints markdown
+# tables, then one summary table, and draws docs/loadbench-bodies.svg/.png
+# when the bodies section ran (scripts/loadbench_report.py).
 #
 # Usage: scripts/loadbench.sh [SECONDS_PER_RUN] [ROUNDS] [SECTIONS]
 #   defaults: 10 s, 5 rounds, sections throughput,alloc,balance,scale,flood
-#   (also: access_log, tls)
+#   (also: access_log, tls, bodies, conns)
 #   (add tls, or give it alone: scripts/loadbench.sh 10 5 tls).
 # Needs nginx, wrk, h2load and openssl (Debian: apt-get install nginx wrk
 # nghttp2-client openssl; installed here when run as root and missing),

@@ -5,8 +5,13 @@
 //! ```text
 //! cargo run --release -p ketama-router --example stock_pingora -- \
 //!     --listen 127.0.0.1:18082 --threads 1 [--no-steal] [--keepalive N] \
-//!     [--backends-file FILE] [--tls CERT KEY] [ADDR ...]
+//!     [--headers] [--backends-file FILE] [--tls CERT KEY] [ADDR ...]
 //! ```
+//!
+//! `--headers` adds the headers ketama-router adds by default
+//! (`X-Forwarded-For`, `X-Forwarded-Proto` to the backend;
+//! `x-ketama-backend`, `x-ketama-ring` to the client), so a comparison
+//! can be like for like.
 //!
 //! `--tls CERT KEY` makes the listener a TLS one with Pingora's own
 //! `rustls` listener (TLS 1.2 and 1.3, ALPN h2 and http/1.1), for the TLS
@@ -21,6 +26,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::lb::discovery::Static;
 use pingora::lb::selection::consistent::KetamaHashing;
 use pingora::lb::{Backend, Backends, LoadBalancer};
@@ -32,14 +38,25 @@ use pingora::server::configuration::ServerConf;
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-struct Stock(Arc<LoadBalancer<KetamaHashing>>);
+struct Stock {
+    lb: Arc<LoadBalancer<KetamaHashing>>,
+    /// `--headers`: add the headers ketama-router adds by default.
+    headers: bool,
+}
 
 #[async_trait]
 impl ProxyHttp for Stock {
-    type CTX = ();
-    fn new_ctx(&self) {}
+    /// The chosen backend's address, for `x-ketama-backend`.
+    type CTX = Option<String>;
+    fn new_ctx(&self) -> Option<String> {
+        None
+    }
 
-    async fn upstream_peer(&self, session: &mut Session, _ctx: &mut ()) -> Result<Box<HttpPeer>> {
+    async fn upstream_peer(
+        &self,
+        session: &mut Session,
+        ctx: &mut Option<String>,
+    ) -> Result<Box<HttpPeer>> {
         let key = session
             .req_header()
             .uri
@@ -48,10 +65,58 @@ impl ProxyHttp for Stock {
             .as_bytes()
             .to_vec();
         let backend = self
-            .0
+            .lb
             .select(&key, 256)
             .ok_or_else(|| Error::explain(ErrorType::HTTPStatus(502), "no backend"))?;
+        if self.headers {
+            *ctx = Some(backend.addr.to_string());
+        }
         Ok(Box::new(HttpPeer::new(backend, false, String::new())))
+    }
+
+    // With `--headers`, what ketama-router adds by default, written the
+    // way Pingora's examples write it: X-Forwarded-For (the client's
+    // address after any the request brought) and X-Forwarded-Proto to the
+    // backend, x-ketama-backend and x-ketama-ring to the client.
+    async fn upstream_request_filter(
+        &self,
+        session: &mut Session,
+        upstream: &mut RequestHeader,
+        _ctx: &mut Option<String>,
+    ) -> Result<()> {
+        if !self.headers {
+            return Ok(());
+        }
+        if let Some(ip) = session
+            .client_addr()
+            .and_then(|a| a.as_inet())
+            .map(|a| a.ip())
+        {
+            let xff = match upstream
+                .headers
+                .get("x-forwarded-for")
+                .and_then(|v| v.to_str().ok())
+            {
+                Some(v) => format!("{v}, {ip}"),
+                None => ip.to_string(),
+            };
+            upstream.insert_header("x-forwarded-for", xff)?;
+        }
+        upstream.insert_header("x-forwarded-proto", "http")?;
+        Ok(())
+    }
+
+    async fn response_filter(
+        &self,
+        _session: &mut Session,
+        resp: &mut ResponseHeader,
+        ctx: &mut Option<String>,
+    ) -> Result<()> {
+        if let Some(b) = ctx.take() {
+            resp.insert_header("x-ketama-backend", b)?;
+            resp.insert_header("x-ketama-ring", "v1")?;
+        }
+        Ok(())
     }
 }
 
@@ -77,6 +142,7 @@ fn main() {
     let mut keepalive = None;
     let mut file = None;
     let mut tls = None;
+    let mut headers = false;
     while let Some(a) = args.next() {
         match a.as_str() {
             "--listen" => listen = args.next().expect("--listen ADDR"),
@@ -87,6 +153,7 @@ fn main() {
                     .expect("--threads N")
             }
             "--no-steal" => work_stealing = false,
+            "--headers" => headers = true,
             "--keepalive" => keepalive = args.next().and_then(|n| n.parse().ok()),
             "--backends-file" => file = args.next(),
             "--tls" => {
@@ -123,7 +190,13 @@ fn main() {
         .expect("a runtime")
         .block_on(lb.update())
         .expect("static discovery does not fail");
-    let mut proxy = pingora::proxy::http_proxy_service(&server.configuration, Stock(Arc::new(lb)));
+    let mut proxy = pingora::proxy::http_proxy_service(
+        &server.configuration,
+        Stock {
+            lb: Arc::new(lb),
+            headers,
+        },
+    );
     match &tls {
         None => proxy.add_tcp(&listen),
         Some((cert, key)) => {

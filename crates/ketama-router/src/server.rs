@@ -213,13 +213,13 @@ pub fn build(
     if !tls_listen.is_empty() {
         let mut tls = Service::new("ketama tls".to_string(), guard.tls_twin());
         for l in &tls_listen {
-            tls.add_tcp(&l.to_string());
+            tls.add_listener(listener(l));
         }
         server.add_service(tls);
     }
     let mut proxy = Service::new("ketama proxy".to_string(), guard);
     for l in &listen {
-        proxy.add_tcp(&l.to_string());
+        proxy.add_listener(listener(l));
     }
     let admin = Admin {
         cell: cell.clone(),
@@ -356,4 +356,13 @@ pub fn run(server: Server, early: Early) -> ! {
         shutdown_signal: Box::new(Signals(early)),
     });
     std::process::exit(0)
+}
+
+/// A client listener without Pingora's 64 KiB read buffer in front of
+/// each connection: the HTTP/1 session reads into its own buffer anyway,
+/// so the extra one only cost memory (up to 64 KiB per idle keep-alive
+/// connection) and a copy.
+fn listener(addr: &std::net::SocketAddr) -> pingora::listeners::ListenerConfig {
+    pingora::listeners::ListenerConfig::tcp(addr.to_string())
+        .l4_buffer(pingora::listeners::L4BufferSettings::default().read(0))
 }

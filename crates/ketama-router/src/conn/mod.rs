@@ -17,7 +17,9 @@
 //!    HTTP/1.x otherwise;
 //! 4. wraps it in a [`Timed`] stream with the deadlines nginx applies
 //!    (see [`timed`]), and hands it to Pingora: HTTP/1.x requests one by
-//!    one through this loop, HTTP/2 to Pingora's own HTTP/2 path (its
+//!    one through this loop (an idle keep-alive connection waits here, not
+//!    in Pingora's request future, so it holds about 6.5 KiB: its task,
+//!    its stream and this loop), HTTP/2 to Pingora's own HTTP/2 path (its
 //!    per-stream tasks, stream limits and reset budget), under
 //!    `h2_max_concurrent_streams`, the decoded header list capped at
 //!    `max_header_bytes`, and `keepalive_timeout_ms` as the idle time of a
@@ -54,6 +56,10 @@ struct Counts {
     open: Arc<AtomicUsize>,
     /// Connections reading a request head now (see `cleanup`).
     heads: Arc<AtomicUsize>,
+    /// Set at shutdown (see `cleanup`): idle connections close.
+    closing: std::sync::atomic::AtomicBool,
+    /// Wakes the idle connections when `closing` is set.
+    close_idle: tokio::sync::Notify,
 }
 
 /// Pingora's HTTP proxy behind a connection limit, TLS, protocol choice
@@ -87,6 +93,8 @@ impl<A> Guarded<A> {
             counts: Arc::new(Counts {
                 open: metrics.connections(),
                 heads: Arc::default(),
+                closing: Default::default(),
+                close_idle: Default::default(),
             }),
             tls: false,
             routing,
@@ -127,20 +135,54 @@ pub fn head_started() -> Option<Instant> {
 impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     /// HTTP/1.x: requests one by one on the connection, the keep-alive
     /// deadline between them.
+    ///
+    /// Each request's session and Pingora's request future are made only
+    /// once its first bytes have arrived ([`Timed::await_request`]), so an
+    /// idle connection holds its stream and this loop, not them.
     async fn serve_http1(&self, timed: Timed, clock: &Arc<Clock>, shutdown: &ShutdownWatch) {
-        let mut session = ServerSession::new_http1(Box::new(timed));
+        let mut timed = Box::new(timed);
+        if !self.next_request(&mut timed).await {
+            return;
+        }
+        let mut session = ServerSession::new_http1(timed);
         // The deadlines are the Timed stream's; Pingora's own idle timer
         // stays out of the way ("0": no timeout of its own).
         session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
         let serve = |s| HEAD_CLOCK.scope(clock.clone(), self.inner.process_new_http(s, shutdown));
         let mut result = serve(session).await;
         while let Some((stream, settings)) = result.map(|r| r.consume()) {
-            let mut session = ServerSession::new_http1(stream);
+            // The stream is the Timed one this loop gave the session.
+            let Ok(mut timed) = stream.into_any().downcast::<Timed>() else {
+                return;
+            };
+            clock.idle();
+            if !self.next_request(&mut timed).await {
+                return;
+            }
+            let mut session = ServerSession::new_http1(timed);
             if let Some(settings) = settings {
                 settings.apply_to_session(&mut session);
             }
-            clock.idle();
             result = serve(session).await;
+        }
+    }
+}
+
+impl<A> Guarded<A> {
+    /// Waits for the next request's first bytes; `false` when the
+    /// connection should close instead (the client left or idled out, or
+    /// the router is shutting down).
+    async fn next_request(&self, timed: &mut Timed) -> bool {
+        let closing = self.counts.close_idle.notified();
+        tokio::pin!(closing);
+        closing.as_mut().enable();
+        if self.counts.closing.load(Relaxed) {
+            return false;
+        }
+        tokio::select! {
+            biased;
+            r = timed.await_request() => matches!(r, Ok(true)),
+            () = closing => false,
         }
     }
 }
@@ -187,13 +229,17 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
             // A TLS listener whose config lost [tls] (refused by reloads:
             // tls.listen needs a restart), so never; close.
             (true, None) => return None,
-            (true, Some(tls)) => match crate::tls::handshake::accept(&tls, stream).await {
-                Ok(s) => Box::new(s),
-                Err(reason) => {
-                    self.metrics.tls_handshake_failed(reason);
-                    return None;
+            // Boxed: the handshake's state is freed when it ends instead of
+            // living in this connection's future until it closes.
+            (true, Some(tls)) => {
+                match Box::pin(crate::tls::handshake::accept(&tls, stream)).await {
+                    Ok(s) => Box::new(s),
+                    Err(reason) => {
+                        self.metrics.tls_handshake_failed(reason);
+                        return None;
+                    }
                 }
-            },
+            }
         };
         let clock = Arc::new(Clock::new(limits, self.counts.heads.clone()));
         let mut timed = Timed::new(stream, clock.clone());
@@ -232,6 +278,10 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         while self.counts.heads.load(Relaxed) > 0 && Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
+        // Idle keep-alive connections wait in this guard, not in Pingora
+        // (see serve_http1): they close here, as Pingora closes its own.
+        self.counts.closing.store(true, Relaxed);
+        self.counts.close_idle.notify_waiters();
         self.inner.http_cleanup().await;
     }
 }

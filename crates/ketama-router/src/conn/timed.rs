@@ -156,9 +156,13 @@ pub struct Timed {
     /// Bytes of the current head read so far (a timeout after the first
     /// is answered with a 408).
     head_bytes: usize,
-    /// Bytes read ahead to choose the protocol, served again first.
+    /// Bytes read ahead (to choose the protocol, or to wait for the next
+    /// request), served again first.
     replay: Vec<u8>,
     replayed: usize,
+    /// The replayed bytes already went through the deadlines and the head
+    /// scan (read by [`Timed::await_request`]): not scanned again.
+    prescanned: bool,
     /// HTTP/2's frame scanner, once the connection speaks HTTP/2.
     h2: Option<H2Scan>,
     /// The protocol chosen by the preface on a plain connection.
@@ -182,6 +186,7 @@ impl Timed {
             head_bytes: 0,
             replay: Vec::new(),
             replayed: 0,
+            prescanned: false,
             h2: None,
             alpn: None,
         }
@@ -219,6 +224,36 @@ impl Timed {
         Ok(true)
     }
 
+    /// Waits for the next request's first bytes under the connection's
+    /// deadlines (the idle one between requests), reading them as any read
+    /// would; they are served again to the session that reads the request.
+    /// This lets an idle keep-alive connection wait here, in the
+    /// connection's small future, instead of inside Pingora's request
+    /// future (tens of kilobytes, allocated per request) with a header
+    /// buffer of its own. `Ok(false)`: the client closed the connection or
+    /// idled out. Does nothing when bytes are waiting already.
+    pub(super) async fn await_request(&mut self) -> io::Result<bool> {
+        if self.replayed < self.replay.len() {
+            return Ok(true);
+        }
+        // Small: it lives in every idle connection's future. The session
+        // reads the rest of a longer head itself.
+        let mut buf = [0u8; 512];
+        let n = std::future::poll_fn(|cx| {
+            let mut rb = ReadBuf::new(&mut buf);
+            Pin::new(&mut *self)
+                .poll_read(cx, &mut rb)
+                .map_ok(|()| rb.filled().len())
+        })
+        .await?;
+        if n == 0 {
+            return Ok(false);
+        }
+        self.replay.extend_from_slice(&buf[..n]);
+        self.prescanned = true;
+        Ok(true)
+    }
+
     /// From now on the connection speaks HTTP/2: its deadlines follow the
     /// frames (see the module docs).
     pub(super) fn speak_h2(&mut self) {
@@ -235,6 +270,7 @@ impl Timed {
             if self.replayed == self.replay.len() {
                 self.replay = Vec::new();
                 self.replayed = 0;
+                self.prescanned = false;
             }
             return Poll::Ready(Ok(()));
         }
@@ -314,6 +350,10 @@ impl AsyncRead for Timed {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.prescanned {
+            // Read (and timed and scanned) by await_request already.
+            return this.poll_source(cx, buf);
+        }
         let phase = this.clock.phase.load(Relaxed);
         let before = buf.filled().len();
         match this.poll_source(cx, buf) {

@@ -1,0 +1,78 @@
+//! Kept-alive HTTP/1.1 connections: the router waits for each next request
+//! in its own loop (so an idle connection holds little), then hands the
+//! bytes it read to Pingora's session. A head split across that first read
+//! and the session's, a head longer than the first read, and a head over
+//! the limit on a later request must each be served as on a new connection.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+use common::*;
+
+/// Reads one response (head and Content-Length body) off a kept-alive
+/// connection; its status and its `x-ketama-backend`.
+fn response(c: &mut TcpStream) -> (u16, String) {
+    let mut raw = Vec::new();
+    let mut byte = [0u8; 1];
+    while !raw.ends_with(b"\r\n\r\n") {
+        assert_eq!(c.read(&mut byte).unwrap(), 1, "closed mid-head: {raw:?}");
+        raw.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&raw).to_string();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case(name).then(|| v.trim().to_string())
+            })
+            .unwrap_or_default()
+    };
+    let len: usize = header("content-length").parse().unwrap_or(0);
+    let mut body = vec![0u8; len];
+    c.read_exact(&mut body).unwrap();
+    (status, header("x-ketama-backend"))
+}
+
+#[test]
+fn requests_after_an_idle_wait_are_read_whole() {
+    let (_origins, r, _dir) = setup(&[1, 1], "");
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+
+    c.write_all(b"GET /first HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    let (status, first) = response(&mut c);
+    assert_eq!(status, 200);
+    assert!(!first.is_empty(), "routed");
+
+    // A head of 3,000 bytes, sent in two pieces with a pause between: the
+    // router's first read gets the start, Pingora's session the rest.
+    let pad = "a".repeat(3000);
+    let head = format!("GET /second HTTP/1.1\r\nHost: t\r\nx-pad: {pad}\r\n\r\n");
+    c.write_all(&head.as_bytes()[..300]).unwrap();
+    std::thread::sleep(Duration::from_millis(100)); // lets the pieces arrive apart
+    c.write_all(&head.as_bytes()[300..]).unwrap();
+    let (status, _) = response(&mut c);
+    assert_eq!(status, 200, "a head split across the idle wait is served");
+
+    // The same routing as on a connection of its own.
+    c.write_all(b"GET /first HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
+    assert_eq!(response(&mut c), (200, first.clone()));
+    assert_eq!(get(&r, "/first").headers["x-ketama-backend"], first);
+
+    // A later request's head over max_header_bytes (32 KiB) is still 431.
+    let big = format!(
+        "GET /third HTTP/1.1\r\nHost: t\r\nx-pad: {}\r\n\r\n",
+        "b".repeat(40_000)
+    );
+    let _ = c.write_all(big.as_bytes());
+    let mut rest = Vec::new();
+    let _ = c.read_to_end(&mut rest);
+    let text = String::from_utf8_lossy(&rest);
+    assert!(text.starts_with("HTTP/1.1 431"), "{text:?}");
+}
