@@ -210,7 +210,10 @@ fn build_ring(
     previous: Option<&Arc<ketama::Ring>>,
     section: &str,
 ) -> Result<Arc<ketama::Ring>, ConfigError> {
-    let builder = RingBuilder::from(settings);
+    // A reload's rebuild merges on every core the machine has (up to 4):
+    // it runs off the request path, and the ring is the same either way.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(4));
+    let builder = RingBuilder::from(settings).threads(threads);
     match previous {
         Some(old) => builder.rebuild(old, nodes),
         None => builder.build(nodes),

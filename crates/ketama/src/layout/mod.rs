@@ -179,25 +179,31 @@ impl Points {
     /// Stores sorted, deduplicated packed points (see `sort::pack`) owned by
     /// nodes indexed below `nodes`. The caller has checked that every node
     /// index fits the layout.
-    pub(crate) fn new(layout: Layout, sorted: Vec<u64>, nodes: usize) -> Self {
+    pub(crate) fn new(layout: Layout, sorted: Vec<u64>, nodes: usize, threads: usize) -> Self {
         match layout {
             Layout::Wide => Points::Wide(sorted),
             Layout::Packed => Points::Packed {
                 hashes: sorted.iter().map(|&p| sort::hash_of(p)).collect(),
                 owners: sorted.iter().map(|&p| sort::node_of(p) as u16).collect(),
             },
-            Layout::Compact => Points::Compact(Compact::new(sorted, nodes)),
+            Layout::Compact => Points::Compact(Compact::new(sorted, nodes, threads)),
         }
     }
 
     /// [`new`](Self::new) for a rebuild of `old`: a `Compact` layout takes
     /// `old`'s shape when the point count is about the same.
-    pub(crate) fn new_like(layout: Layout, sorted: Vec<u64>, nodes: usize, old: &Points) -> Self {
+    pub(crate) fn new_like(
+        layout: Layout,
+        sorted: Vec<u64>,
+        nodes: usize,
+        old: &Points,
+        threads: usize,
+    ) -> Self {
         match (layout, old) {
             (Layout::Compact, Points::Compact(like)) => {
-                Points::Compact(Compact::new_like(sorted, nodes, like))
+                Points::Compact(Compact::new_like(sorted, nodes, like, threads))
             }
-            _ => Self::new(layout, sorted, nodes),
+            _ => Self::new(layout, sorted, nodes, threads),
         }
     }
 
@@ -229,22 +235,39 @@ impl Points {
         }
     }
 
-    /// Calls `f` with every point, packed as by `sort::pack`, in ring
-    /// order, a slice at a time: `O(P)` (a ring rebuild reads every point
-    /// this way).
-    pub(crate) fn for_each_chunk(&self, mut f: impl FnMut(&[u64])) {
+    /// Calls `f` with points `from..to`, packed as by `sort::pack`, in ring
+    /// order, a slice at a time: `O(to - from)` (a ring rebuild reads every
+    /// point this way, a range of them per thread).
+    pub(crate) fn for_each_chunk_in(&self, from: usize, to: usize, mut f: impl FnMut(&[u64])) {
         const CHUNK: usize = 4096;
+        if from >= to {
+            return;
+        }
         match self {
-            Points::Wide(p) => p.chunks(CHUNK).for_each(f),
+            Points::Wide(p) => p[from..to].chunks(CHUNK).for_each(f),
             Points::Packed { hashes, owners } => {
                 let mut buf = Vec::with_capacity(CHUNK);
+                let (hashes, owners) = (&hashes[from..to], &owners[from..to]);
                 for (h, o) in hashes.chunks(CHUNK).zip(owners.chunks(CHUNK)) {
                     buf.clear();
                     buf.extend(h.iter().zip(o).map(|(&h, &o)| sort::pack(h, o as u32)));
                     f(&buf);
                 }
             }
-            Points::Compact(c) => c.for_each_chunk(f),
+            Points::Compact(c) => c.for_each_chunk_in(from, to, f),
+        }
+    }
+
+    /// Index of the first point whose hash is >= `hash`, or the point count
+    /// when there is none (no wrap, unlike [`search`](Self::search)).
+    pub(crate) fn lower_bound(&self, hash: u64) -> usize {
+        let len = self.len();
+        if hash > u32::MAX as u64 || len == 0 {
+            return len;
+        }
+        match self.search(hash as u32) {
+            0 if self.hash(0) < hash as u32 => len,
+            i => i,
         }
     }
 

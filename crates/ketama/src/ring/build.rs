@@ -33,10 +33,24 @@ pub const MAX_POINTS: u64 = 1 << 28;
 /// assert_eq!(ring.point_count(), 48);
 /// # Ok::<(), ketama::Error>(())
 /// ```
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct RingBuilder {
     pub(super) settings: RingSettings,
     no_label_index: bool,
+    pub(super) threads: usize,
+    /// Rings of fewer old points rebuild on one thread (spawning costs more
+    /// than it saves); tests lower it.
+    pub(super) parallel_min_points: usize,
+}
+
+/// Old points from which [`RingBuilder::rebuild`] splits its merge across
+/// [`RingBuilder::threads`].
+const PARALLEL_MIN_POINTS: usize = 1 << 18;
+
+impl Default for RingBuilder {
+    fn default() -> Self {
+        RingSettings::default().into()
+    }
 }
 
 impl From<RingSettings> for RingBuilder {
@@ -44,6 +58,8 @@ impl From<RingSettings> for RingBuilder {
         RingBuilder {
             settings,
             no_label_index: false,
+            threads: 1,
+            parallel_min_points: PARALLEL_MIN_POINTS,
         }
     }
 }
@@ -86,6 +102,20 @@ impl RingBuilder {
         self
     }
 
+    /// Threads a build or [`rebuild`](Self::rebuild) of a large ring
+    /// (2^18 points or more) may use (default 1; at most 16), as scoped
+    /// threads that end before it returns: a rebuild's merge of old and
+    /// new points is split by ranges of hashes, the `Compact` layout's
+    /// packing by ranges of points, and the ring is the same, bit for bit,
+    /// whatever the count. Measured at 8.7M points (10,000 nodes, one
+    /// weight changed, `Compact`, 2 cores): a rebuild 125 ms on two
+    /// threads, 165-200 ms on one. The crc chains and the sort of a build
+    /// from scratch stay on the calling thread.
+    pub fn threads(mut self, threads: usize) -> Self {
+        self.threads = threads.max(1);
+        self
+    }
+
     /// The settings rings from this builder get.
     pub fn settings(&self) -> RingSettings {
         self.settings
@@ -116,8 +146,8 @@ impl RingBuilder {
             LabelIndex::default()
         };
         let points = match like {
-            Some(old) => Points::new_like(settings.layout, sorted, nodes.len(), old),
-            None => Points::new(settings.layout, sorted, nodes.len()),
+            Some(old) => Points::new_like(settings.layout, sorted, nodes.len(), old, self.threads),
+            None => Points::new(settings.layout, sorted, nodes.len(), self.threads),
         };
         let live = nodes
             .iter()
