@@ -55,6 +55,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("server", "max_fails", "1", "failures within fail_timeout_ms that take a backend out of rotation (0: off)"),
     k("server", "fail_timeout_ms", "10000", "the failure window, and how long a failed backend stays out"),
     k("server", "h2c", "false", "plain listeners also take HTTP/2 with prior knowledge (h2c)"),
+    k("server", "pipelining", "true", "answer HTTP/1.1 requests a client pipelines, in order, one at a time, as nginx does (false: close after the first answer)"),
     k("server", "h2_max_concurrent_streams", "128", "streams open at once on one HTTP/2 connection, plain or TLS (restart to change)"),
     k("tls", "listen", "-", "TLS listeners, IP:PORT each (restart to change; absent [tls]: none)"),
     k("tls", "alpn", "[\"h2\", \"http/1.1\"]", "protocols offered by ALPN, in preference order"),

@@ -235,6 +235,11 @@ pub struct ServerSection {
     pub forwarded_headers: bool,
     /// Plain listeners also take HTTP/2 with prior knowledge (h2c).
     pub h2c: bool,
+    /// HTTP/1.1 requests a client pipelines (sends before the answers to
+    /// the earlier ones) are all answered, in order, one at a time, as
+    /// nginx answers them; `false`: the connection closes after the first
+    /// answer, and the client retries the rest (Pingora's default).
+    pub pipelining: bool,
     /// Streams open at once on one HTTP/2 connection (plain and TLS
     /// listeners).
     pub h2_max_concurrent_streams: u32,
@@ -269,6 +274,7 @@ impl Default for ServerSection {
             fail_timeout_ms: 10_000,
             forwarded_headers: true,
             h2c: false,
+            pipelining: true,
             h2_max_concurrent_streams: 128,
             upgrade_sock: None,
         }

@@ -58,6 +58,7 @@ pub mod metrics;
 pub mod origin;
 pub mod proxy;
 pub mod reload;
+pub mod reqline;
 pub mod server;
 pub mod signals;
 pub mod state;

@@ -76,3 +76,64 @@ fn requests_after_an_idle_wait_are_read_whole() {
     let text = String::from_utf8_lossy(&rest);
     assert!(text.starts_with("HTTP/1.1 431"), "{text:?}");
 }
+
+/// Requests a client pipelines go through the same limits as any other,
+/// each its own: a later one's head over `max_header_bytes` is 431 and its
+/// request line over it 414, after the earlier ones are answered; and a
+/// request line split across reads is read whole.
+#[test]
+fn pipelined_requests_meet_the_limits_one_by_one() {
+    let origins: Vec<_> = (0..2)
+        .map(|i| ketama_router::origin::Origin::start(i).unwrap())
+        .collect();
+    let addrs: Vec<_> = origins.iter().map(|o| o.addr()).collect();
+    let (r, _dir) = router_over(&addrs, "max_header_bytes = 2048", "");
+    let answers = |bytes: &[u8]| -> Vec<u16> {
+        let mut c = TcpStream::connect(r.proxy).unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        c.write_all(bytes).unwrap();
+        let mut out = Vec::new();
+        let _ = c.read_to_end(&mut out);
+        String::from_utf8_lossy(&out)
+            .match_indices("HTTP/1.1 ")
+            .filter_map(|(i, _)| String::from_utf8_lossy(&out[i + 9..i + 12]).parse().ok())
+            .collect()
+    };
+    let one = b"GET /one HTTP/1.1\r\nHost: t\r\n\r\n".to_vec();
+    let big_head = format!(
+        "GET /two HTTP/1.1\r\nHost: t\r\nx-pad: {}\r\n\r\n",
+        "a".repeat(3000)
+    );
+    assert_eq!(
+        answers(&[&one[..], big_head.as_bytes()].concat()),
+        [200, 431]
+    );
+    let long_line = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(3000));
+    assert_eq!(
+        answers(&[&one[..], &one[..], long_line.as_bytes()].concat()),
+        [200, 200, 414]
+    );
+    // The first request's line over the limit, too.
+    assert_eq!(answers(long_line.as_bytes()), [414]);
+
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(b"GET /spl").unwrap();
+    std::thread::sleep(Duration::from_millis(100)); // lets the pieces arrive apart
+    c.write_all(b"it#x HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    assert_eq!(response(&mut c).0, 200);
+    let m = metrics_text(&r);
+    assert_eq!(
+        sample(
+            &m,
+            "ketama_client_errors_total{reason=\"request_line_too_long\"}"
+        ),
+        2.0,
+        "{m}"
+    );
+    assert_eq!(
+        sample(&m, "ketama_client_errors_total{reason=\"head_too_large\"}"),
+        1.0,
+        "{m}"
+    );
+}

@@ -226,7 +226,15 @@ fn from_toml<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T
         let mut at = e.span().map(|s| s.start.min(text.len()));
         // An array or inline table left open is reported where the parser
         // gave up (the next line); point at where it was opened instead.
-        if msg.starts_with("invalid array") || msg.starts_with("invalid inline table") {
+        let unclosed = [
+            "invalid array",
+            "invalid inline table",
+            "unclosed array",
+            "unclosed inline table",
+            "missing comma between array elements",
+            "missing comma between key-value pairs",
+        ];
+        if unclosed.iter().any(|m| msg.starts_with(m)) {
             if let Some(open) = at.and_then(|o| crate::position::unclosed_opener(text, o)) {
                 at = Some(open);
                 msg = format!("{msg} (opened here and never closed)");

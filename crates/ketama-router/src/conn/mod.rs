@@ -46,7 +46,7 @@ mod h2scan;
 pub mod timed;
 
 pub use timed::{Clock, Timed};
-use timed::{Limits, TIMED_OUT, TOO_LARGE};
+use timed::{Limits, BAD_LINE, BAD_VERSION, LINE_TOO_LONG, TIMED_OUT, TOO_LARGE};
 
 /// The counts every listener's guard shares: the connection limit is one
 /// for the whole router.
@@ -125,6 +125,12 @@ tokio::task_local! {
     static HEAD_CLOCK: Arc<Clock>;
 }
 
+/// The target of the HTTP/1 request this task serves as its client sent
+/// it, when Pingora's header holds another (see [`crate::reqline`]).
+pub fn take_sent() -> Option<crate::reqline::Sent> {
+    HEAD_CLOCK.try_with(|c| c.take_sent()).ok().flatten()
+}
+
 /// When the request being served began (its head's first byte; the
 /// accept for a connection's first request), on HTTP/1. `None` on
 /// HTTP/2, whose streams Pingora serves as tasks of their own.
@@ -139,7 +145,19 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     /// Each request's session and Pingora's request future are made only
     /// once its first bytes have arrived ([`Timed::await_request`]), so an
     /// idle connection holds its stream and this loop, not them.
-    async fn serve_http1(&self, timed: Timed, clock: &Arc<Clock>, shutdown: &ShutdownWatch) {
+    ///
+    /// With `pipelining`, requests a client sends before the answers to
+    /// the earlier ones are served in order, one at a time, as nginx
+    /// serves them: Pingora hands back what it read past a request, and it
+    /// goes through this stream again as the next request's first bytes,
+    /// under the same limits as any request's.
+    async fn serve_http1(
+        &self,
+        timed: Timed,
+        clock: &Arc<Clock>,
+        shutdown: &ShutdownWatch,
+        pipelining: bool,
+    ) {
         let mut timed = Box::new(timed);
         if !self.next_request(&mut timed).await {
             return;
@@ -148,13 +166,17 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         // The deadlines are the Timed stream's; Pingora's own idle timer
         // stays out of the way ("0": no timeout of its own).
         session.set_keepalive(if *shutdown.borrow() { None } else { Some(0) });
+        session.set_pipelining_enabled(pipelining);
         let serve = |s| HEAD_CLOCK.scope(clock.clone(), self.inner.process_new_http(s, shutdown));
         let mut result = serve(session).await;
-        while let Some((stream, settings)) = result.map(|r| r.consume()) {
+        while let Some((stream, mut settings)) = result.map(|r| r.consume()) {
             // The stream is the Timed one this loop gave the session.
             let Ok(mut timed) = stream.into_any().downcast::<Timed>() else {
                 return;
             };
+            if let Some(next) = settings.as_mut().and_then(|s| s.take_pipelined_prefix()) {
+                timed.queue_pipelined(&next);
+            }
             clock.idle();
             if !self.next_request(&mut timed).await {
                 return;
@@ -212,6 +234,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
             keepalive_timeout: Duration::from_millis(server.keepalive_timeout_ms),
             max_head: server.max_header_bytes,
         };
+        let pipelining = server.pipelining;
         let max = server
             .max_connections
             .unwrap_or(self.default_max_connections);
@@ -257,12 +280,14 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
                 // each stream as a task of its own.
                 ServerApp::process_new(&self.inner, Box::new(timed), shutdown).await;
             }
-            Some(false) => self.serve_http1(timed, &clock, shutdown).await,
+            Some(false) => self.serve_http1(timed, &clock, shutdown, pipelining).await,
             None => {}
         }
         match clock.refused() {
             TIMED_OUT => self.metrics.client_error("header_timeout"),
             TOO_LARGE => self.metrics.client_error("head_too_large"),
+            LINE_TOO_LONG => self.metrics.client_error("request_line_too_long"),
+            BAD_LINE | BAD_VERSION => self.metrics.client_error("bad_request_line"),
             _ => {}
         }
         None

@@ -104,7 +104,7 @@ impl Router {
                 .and_then(|a| a.as_inet())
                 .map(|a| a.ip()),
             method: req.method.as_str(),
-            uri: req.raw_path(),
+            uri: ctx.sent.as_ref().map_or(req.raw_path(), |s| &s.forward[..]),
             protocol: protocol(req.version),
             status,
             bytes_sent: session.as_downstream().body_bytes_sent() as u64,

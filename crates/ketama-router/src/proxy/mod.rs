@@ -66,6 +66,10 @@ pub struct Ctx {
     head_sent: Option<Instant>,
     /// The final attempt's time in its backend.
     upstream_time: Option<Duration>,
+    /// The target as the client sent it, when Pingora's header holds
+    /// another (absolute-form, `#`, bytes Pingora refuses): routed and
+    /// forwarded by.
+    sent: Option<crate::reqline::Sent>,
 }
 
 impl Ctx {
@@ -172,15 +176,39 @@ pub fn add_response_headers(
 /// Calls `f` with the request's routing key, without copying it when it
 /// is one piece of the request.
 pub fn with_routing_key<R>(req: &RequestHeader, key: &Key, f: impl FnOnce(&[u8]) -> R) -> R {
-    let path_query = || {
-        req.uri
+    with_sent_routing_key(req, None, key, f)
+}
+
+/// [`with_routing_key`] for a request whose target as sent Pingora's
+/// header does not hold: the key is read from `sent` (nginx's
+/// `$request_uri` for it).
+pub fn with_sent_routing_key<R>(
+    req: &RequestHeader,
+    sent: Option<&crate::reqline::Sent>,
+    key: &Key,
+    f: impl FnOnce(&[u8]) -> R,
+) -> R {
+    let path_query = || match sent {
+        Some(s) => &s.request_uri[..],
+        None => req
+            .uri
             .path_and_query()
             .map_or(req.uri.path(), |pq| pq.as_str())
-            .as_bytes()
+            .as_bytes(),
+    };
+    let path = || match sent {
+        Some(s) => {
+            let f = &s.forward[..];
+            &f[..f
+                .iter()
+                .position(|&b| b == b'?' || b == b'#')
+                .unwrap_or(f.len())]
+        }
+        None => req.uri.path().as_bytes(),
     };
     match key {
         Key::PathQuery => f(path_query()),
-        Key::Path => f(req.uri.path().as_bytes()),
+        Key::Path => f(path()),
         Key::Header(h) => f(req.headers.get(h).map_or(&[][..], |v| v.as_bytes())),
         Key::HostPath => {
             let host = req
@@ -219,19 +247,20 @@ pub fn matching_rule(req: &RequestHeader, state: &RoutingState) -> Option<usize>
 /// The routing decision for a request: its key, its rule's requirement,
 /// this router's scope.
 pub fn decide(req: &RequestHeader, state: &RoutingState) -> Result<Route> {
-    decide_with_rule(req, state).map(|(route, _)| route)
+    decide_with_rule(req, None, state).map(|(route, _)| route)
 }
 
 /// [`decide`], and the label rule that applied (its index in the plan's
 /// rules).
 pub fn decide_with_rule(
     req: &RequestHeader,
+    sent: Option<&crate::reqline::Sent>,
     state: &RoutingState,
 ) -> Result<(Route, Option<usize>)> {
     let plan = &state.plan;
     let rule = matching_rule(req, state);
     let need = rule.map(|i| plan.rules[i].need);
-    with_routing_key(req, &state.key, |key| {
+    with_sent_routing_key(req, sent, &state.key, |key| {
         plan.table.route(key, need, plan.scope.as_deref())
     })
     .map(|route| (route, rule))
@@ -315,6 +344,17 @@ impl ProxyHttp for Router {
             session.set_keepalive(None);
             return Err(Error::explain(ErrorType::HTTPStatus(r.status), r.reason));
         }
+        // An absolute-form target's authority stands for Host (RFC 9112
+        // section 3.2.2), as in nginx: for the key, the label rules and the
+        // backend.
+        ctx.sent = crate::conn::take_sent();
+        if let Some(authority) = ctx.sent.as_ref().and_then(|s| s.authority.as_deref()) {
+            let host = http::HeaderValue::from_bytes(authority)
+                .map_err(|_| Error::explain(ErrorType::HTTPStatus(400), "a bad authority"))?;
+            session
+                .req_header_mut()
+                .insert_header(http::header::HOST, host)?;
+        }
         // Between two reads of the body (Pingora's per-read timeout; a
         // request without a body needs no timer). An HTTP/2 request has a
         // body when its HEADERS frame did not end the stream, with or
@@ -337,7 +377,7 @@ impl ProxyHttp for Router {
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         if ctx.route.is_none() {
             let state = ctx.state.get_or_insert_with(|| self.routing.state());
-            let (route, rule) = decide_with_rule(session.req_header(), state)?;
+            let (route, rule) = decide_with_rule(session.req_header(), ctx.sent.as_ref(), state)?;
             self.metrics.lookup(route.version());
             ctx.route = Some(route);
             ctx.rule = rule;
@@ -388,6 +428,14 @@ impl ProxyHttp for Router {
         ctx: &mut Ctx,
     ) -> Result<()> {
         ctx.head_sent = Some(Instant::now());
+        if let Some(sent) = &ctx.sent {
+            // Byte for byte, `#` and all, as nginx forwards it.
+            upstream
+                .extensions_mut()
+                .insert(pingora::protocols::http::v1::client::VerbatimTarget(
+                    bytes::Bytes::copy_from_slice(&sent.forward),
+                ));
+        }
         let on = ctx
             .state
             .as_ref()

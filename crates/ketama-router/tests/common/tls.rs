@@ -185,31 +185,41 @@ pub fn nginx_binary() -> &'static str {
 
 impl Nginx {
     pub fn start_tls(cert: &Issued, client_ca: Option<&Path>) -> Nginx {
-        let dir = tempfile::tempdir().unwrap();
-        let addr = super::free_addr();
-        let d = dir.path().display();
         let verify = client_ca.map_or(String::new(), |ca| {
             format!(
                 "ssl_verify_client on; ssl_client_certificate {};",
                 ca.display()
             )
         });
+        let (cert, key) = (cert.cert.display(), cert.key.display());
+        Nginx::start(|addr| {
+            format!(
+                "server {{
+    listen {addr} ssl;
+    ssl_certificate {cert}; ssl_certificate_key {key};
+    {verify}
+    location / {{ return 200 \"tls-origin $request_uri $ssl_server_name\\n\"; }}
+  }}"
+            )
+        })
+    }
+
+    /// nginx (one process) with what `http(addr)` returns inside its
+    /// `http` block, listening at `addr`.
+    pub fn start(http: impl FnOnce(SocketAddr) -> String) -> Nginx {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = super::free_addr();
+        let d = dir.path().display();
         let conf = format!(
             "daemon off; master_process off; worker_processes 1; error_log {d}/error.log; pid {d}/nginx.pid;
 events {{ worker_connections 256; }}
 http {{
   access_log off;
   client_body_temp_path {d}/body; proxy_temp_path {d}/proxy; fastcgi_temp_path {d}/fcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;
-  server {{
-    listen {addr} ssl;
-    ssl_certificate {}; ssl_certificate_key {};
-    {verify}
-    location / {{ return 200 \"tls-origin $request_uri $ssl_server_name\\n\"; }}
-  }}
+  {}
 }}
 ",
-            cert.cert.display(),
-            cert.key.display()
+            http(addr)
         );
         let path = dir.path().join("nginx.conf");
         std::fs::write(&path, conf).unwrap();

@@ -148,6 +148,14 @@ impl HttpPersistentSettings {
         self.pipelined_prefix = Some(prefix);
     }
 
+    /// Take the pipelined-prefix bytes, if any: for a caller that serves
+    /// the connection's requests itself and feeds them to the next session
+    /// through its own stream (under its own per-request limits) instead
+    /// of [`Self::apply_to_session`]'s `set_pipelined_prefix`.
+    pub fn take_pipelined_prefix(&mut self) -> Option<BytesMut> {
+        self.pipelined_prefix.take()
+    }
+
     pub fn apply_to_session(self, session: &mut ServerSession) {
         let Self {
             keepalive_timeout,

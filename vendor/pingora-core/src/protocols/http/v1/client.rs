@@ -912,6 +912,14 @@ pub(crate) fn request_target_has_forbidden_byte(path: &[u8]) -> bool {
     path.iter().any(|&b| matches!(b, 0x00 | 0x0a | 0x0d | 0x20))
 }
 
+/// A request-target to write on the request line byte for byte, in place of
+/// [`RequestHeader::raw_path`], when it is in the request's extensions: for a
+/// proxy that forwards a target as its client sent it (a fragment included,
+/// as nginx forwards it), which the header's own target cannot hold. The
+/// bytes forbidden in any target are still refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct VerbatimTarget(pub bytes::Bytes);
+
 // TODO: change it to to_buf
 #[inline]
 pub fn http_req_header_to_wire(req: &RequestHeader) -> Option<BytesMut> {
@@ -922,7 +930,10 @@ pub fn http_req_header_to_wire(req: &RequestHeader) -> Option<BytesMut> {
     buf.put_slice(method);
     buf.put_u8(b' ');
 
-    let path = req.raw_path();
+    let path = match req.extensions.get::<VerbatimTarget>() {
+        Some(target) => &target.0[..],
+        None => req.raw_path(),
+    };
     if request_target_has_forbidden_byte(path) {
         return None;
     }
@@ -2849,6 +2860,19 @@ mod test_sync {
         assert_eq!("/", req.path.unwrap());
         assert_eq!(b"Foo", headers[0].name.as_bytes());
         assert_eq!(b"Bar", headers[0].value);
+    }
+
+    #[test]
+    fn test_verbatim_target_to_wire() {
+        let mut req = RequestHeader::build("GET", b"/x", None).unwrap();
+        req.extensions_mut()
+            .insert(VerbatimTarget(bytes::Bytes::from_static(b"/x#frag")));
+        let wire = http_req_header_to_wire(&req).unwrap();
+        assert!(wire.starts_with(b"GET /x#frag HTTP/1.1\r\n"));
+        // The bytes no target may hold are still refused.
+        req.extensions_mut()
+            .insert(VerbatimTarget(bytes::Bytes::from_static(b"/a b")));
+        assert!(http_req_header_to_wire(&req).is_none());
     }
 
     #[test]

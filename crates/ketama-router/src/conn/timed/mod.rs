@@ -26,14 +26,14 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use async_trait::async_trait;
-use pingora::protocols::{
-    GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, Stream, UniqueID,
-    UniqueIDType, ALPN,
-};
+use pingora::protocols::{Stream, ALPN};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::h2scan::H2Scan;
+use crate::reqline::Sent;
+
+mod line;
+mod passthrough;
 
 /// The limits of one connection.
 #[derive(Clone, Copy, Debug)]
@@ -56,6 +56,37 @@ const IDLE: u8 = 2;
 /// Why the stream refused a head.
 pub(super) const TIMED_OUT: u8 = 1;
 pub(super) const TOO_LARGE: u8 = 2;
+/// A request line nginx refuses (400), one with a major version over 1
+/// (505), one longer than the head's limit (414).
+pub(super) const BAD_LINE: u8 = 3;
+pub(super) const BAD_VERSION: u8 = 4;
+pub(super) const LINE_TOO_LONG: u8 = 5;
+
+/// The response (best effort) and the error for each refusal.
+fn refusal(why: u8) -> (&'static [u8], &'static str) {
+    match why {
+        TOO_LARGE => (
+            b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            "the request head is over server.max_header_bytes",
+        ),
+        LINE_TOO_LONG => (
+            b"HTTP/1.1 414 URI Too Long\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            "the request line is over server.max_header_bytes",
+        ),
+        BAD_LINE => (
+            b"HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            "a request line nginx refuses",
+        ),
+        BAD_VERSION => (
+            b"HTTP/1.1 505 HTTP Version Not Supported\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            "an HTTP version other than 1.x",
+        ),
+        _ => (
+            b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
+            "client_header_timeout: the request head did not arrive in time",
+        ),
+    }
+}
 
 /// Which deadline applies to a connection now, shared by the [`Timed`]
 /// stream and the loop that serves its requests.
@@ -76,6 +107,10 @@ pub struct Clock {
     /// counts in it while `in_head`.
     heads: Arc<AtomicUsize>,
     in_head: std::sync::atomic::AtomicBool,
+    /// The target of the request being served, as sent, when Pingora's
+    /// parser was handed another (see `line`): the proxy routes and
+    /// forwards by it.
+    sent: std::sync::Mutex<Option<Sent>>,
 }
 
 impl Drop for Clock {
@@ -103,6 +138,21 @@ impl Clock {
             refused: AtomicU8::new(0),
             heads,
             in_head: std::sync::atomic::AtomicBool::new(true),
+            sent: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The target of the request being served as its client sent it, when
+    /// it is not what Pingora's header holds (absolute-form, `#`, bytes
+    /// Pingora would refuse); `None` for the usual request.
+    pub fn take_sent(&self) -> Option<Sent> {
+        self.sent.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+
+    fn set_sent(&self, sent: Option<Sent>) {
+        let mut slot = self.sent.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_some() || sent.is_some() {
+            *slot = sent;
         }
     }
 
@@ -163,6 +213,11 @@ pub struct Timed {
     /// The replayed bytes already went through the deadlines and the head
     /// scan (read by [`Timed::await_request`]): not scanned again.
     prescanned: bool,
+    /// The replayed bytes are a pipelining client's next request, read by
+    /// Pingora past the last one and not scanned yet.
+    unscanned: bool,
+    /// Where the head's scan is: before its request line, in it, past it.
+    line: u8,
     /// HTTP/2's frame scanner, once the connection speaks HTTP/2.
     h2: Option<H2Scan>,
     /// The protocol chosen by the preface on a plain connection.
@@ -187,6 +242,8 @@ impl Timed {
             replay: Vec::new(),
             replayed: 0,
             prescanned: false,
+            unscanned: false,
+            line: 0,
             h2: None,
             alpn: None,
         }
@@ -217,40 +274,13 @@ impl Timed {
             }
             self.replay.extend_from_slice(&buf[..n]);
             if !H2_PREFACE.starts_with(&self.replay) {
+                // HTTP/1: the bytes go through the head's scan in
+                // await_request.
+                self.unscanned = true;
                 return Ok(false);
             }
         }
         self.alpn = Some(ALPN::H2);
-        Ok(true)
-    }
-
-    /// Waits for the next request's first bytes under the connection's
-    /// deadlines (the idle one between requests), reading them as any read
-    /// would; they are served again to the session that reads the request.
-    /// This lets an idle keep-alive connection wait here, in the
-    /// connection's small future, instead of inside Pingora's request
-    /// future (tens of kilobytes, allocated per request) with a header
-    /// buffer of its own. `Ok(false)`: the client closed the connection or
-    /// idled out. Does nothing when bytes are waiting already.
-    pub(super) async fn await_request(&mut self) -> io::Result<bool> {
-        if self.replayed < self.replay.len() {
-            return Ok(true);
-        }
-        // Small: it lives in every idle connection's future. The session
-        // reads the rest of a longer head itself.
-        let mut buf = [0u8; 512];
-        let n = std::future::poll_fn(|cx| {
-            let mut rb = ReadBuf::new(&mut buf);
-            Pin::new(&mut *self)
-                .poll_read(cx, &mut rb)
-                .map_ok(|()| rb.filled().len())
-        })
-        .await?;
-        if n == 0 {
-            return Ok(false);
-        }
-        self.replay.extend_from_slice(&buf[..n]);
-        self.prescanned = true;
         Ok(true)
     }
 
@@ -302,6 +332,14 @@ impl Timed {
         for (i, &b) in new.iter().enumerate() {
             window.copy_within(1..4, 0);
             window[3] = b;
+            // The request line starts at its first byte past any empty
+            // lines, and ends at its LF.
+            match (self.line, b) {
+                (0, b'\r' | b'\n') => continue,
+                (0, _) => self.line = 1,
+                (1, b'\n') => self.line = 2,
+                _ => {}
+            }
             if &window == b"\r\n\r\n" || &window[2..] == b"\n\n" {
                 return (i + 1, true);
             }
@@ -315,22 +353,46 @@ impl Timed {
     fn refuse(&mut self, cx: &mut Context<'_>, why: u8) -> Poll<io::Result<()>> {
         self.clock.set(OPEN, None);
         self.clock.refused.store(why, Relaxed);
-        let (response, message): (&[u8], &str) = if why == TOO_LARGE {
-            (
-                b"HTTP/1.1 431 Request Header Fields Too Large\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-                "the request head is over server.max_header_bytes",
-            )
-        } else {
-            (
-                b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n",
-                "client_header_timeout: the request head did not arrive in time",
-            )
-        };
+        let (response, message) = refusal(why);
         if self.head_bytes > 0 && self.h2.is_none() {
             // If the socket takes it now, the client learns why.
             let _ = Pin::new(&mut self.inner).poll_write(cx, response);
         }
         Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, message)))
+    }
+
+    /// New bytes of a head (or the first of the next one, when idle):
+    /// its deadline starts at its first byte, the end is found, and a head
+    /// over the limit is refused (414 while still in its request line).
+    fn on_head_bytes(&mut self, new: &[u8], phase: u8) -> Result<(), u8> {
+        let mut phase = phase;
+        if phase == IDLE {
+            // The next request's first byte: its head's deadline starts.
+            self.clock.set(
+                HEAD,
+                Some(Instant::now() + self.clock.limits.header_timeout),
+            );
+            self.tail = [0; 3];
+            phase = HEAD;
+        }
+        if phase == HEAD {
+            let (used, ended) = self.scan_head(new);
+            self.head_bytes += used;
+            if self.head_bytes > self.clock.limits.max_head {
+                return Err(if self.line < 2 {
+                    LINE_TOO_LONG
+                } else {
+                    TOO_LARGE
+                });
+            }
+            if ended {
+                self.clock.set(OPEN, None);
+                self.head_bytes = 0;
+                self.tail = [0; 3];
+                self.line = 0;
+            }
+        }
+        Ok(())
     }
 
     fn expire(&mut self, cx: &mut Context<'_>, phase: u8) -> Poll<io::Result<()>> {
@@ -354,9 +416,28 @@ impl AsyncRead for Timed {
             // Read (and timed and scanned) by await_request already.
             return this.poll_source(cx, buf);
         }
+        this.poll_scanned(cx, buf, true)
+    }
+}
+
+impl Timed {
+    /// A read under the deadlines and the head's scan: from the bytes read
+    /// ahead first when `replay_first`, else from the socket.
+    fn poll_scanned(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+        replay_first: bool,
+    ) -> Poll<io::Result<()>> {
+        let this = self;
         let phase = this.clock.phase.load(Relaxed);
         let before = buf.filled().len();
-        match this.poll_source(cx, buf) {
+        let polled = if replay_first {
+            this.poll_source(cx, buf)
+        } else {
+            Pin::new(&mut this.inner).poll_read(cx, buf)
+        };
+        match polled {
             Poll::Ready(Ok(())) => {
                 let new = &buf.filled()[before..];
                 if this.h2.is_some() {
@@ -366,27 +447,8 @@ impl AsyncRead for Timed {
                     return Poll::Ready(Ok(()));
                 }
                 if !new.is_empty() && phase != OPEN {
-                    let mut phase = phase;
-                    if phase == IDLE {
-                        // The next request's first byte: its head's deadline starts.
-                        this.clock.set(
-                            HEAD,
-                            Some(Instant::now() + this.clock.limits.header_timeout),
-                        );
-                        this.tail = [0; 3];
-                        phase = HEAD;
-                    }
-                    if phase == HEAD {
-                        let (used, ended) = this.scan_head(new);
-                        this.head_bytes += used;
-                        if this.head_bytes > this.clock.limits.max_head {
-                            return this.refuse(cx, TOO_LARGE);
-                        }
-                        if ended {
-                            this.clock.set(OPEN, None);
-                            this.head_bytes = 0;
-                            this.tail = [0; 3];
-                        }
+                    if let Err(why) = this.on_head_bytes(new, phase) {
+                        return this.refuse(cx, why);
                     }
                 }
                 Poll::Ready(Ok(()))
@@ -416,114 +478,5 @@ impl AsyncRead for Timed {
             }
             other => other,
         }
-    }
-}
-
-impl AsyncWrite for Timed {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-}
-
-#[async_trait]
-impl Shutdown for Timed {
-    async fn shutdown(&mut self) {
-        self.inner.shutdown().await
-    }
-}
-
-impl UniqueID for Timed {
-    fn id(&self) -> UniqueIDType {
-        self.inner.id()
-    }
-}
-
-/// The TLS under it, if any; on a plain connection, the protocol its
-/// preface chose.
-impl Ssl for Timed {
-    fn get_ssl(&self) -> Option<&pingora::protocols::tls::TlsRef> {
-        self.inner.get_ssl()
-    }
-
-    fn get_ssl_digest(&self) -> Option<Arc<pingora::protocols::tls::SslDigest>> {
-        self.inner.get_ssl_digest()
-    }
-
-    fn selected_alpn_proto(&self) -> Option<ALPN> {
-        self.alpn
-            .clone()
-            .or_else(|| self.inner.selected_alpn_proto())
-    }
-}
-
-impl GetTimingDigest for Timed {
-    fn get_timing_digest(&self) -> Vec<Option<pingora::protocols::TimingDigest>> {
-        self.inner.get_timing_digest()
-    }
-
-    fn get_read_pending_time(&self) -> Duration {
-        self.inner.get_read_pending_time()
-    }
-
-    fn get_write_pending_time(&self) -> Duration {
-        self.inner.get_write_pending_time()
-    }
-}
-
-impl GetProxyDigest for Timed {
-    fn get_proxy_digest(&self) -> Option<Arc<pingora::protocols::raw_connect::ProxyDigest>> {
-        self.inner.get_proxy_digest()
-    }
-
-    fn set_proxy_digest(&mut self, digest: pingora::protocols::raw_connect::ProxyDigest) {
-        self.inner.set_proxy_digest(digest)
-    }
-}
-
-impl GetSocketDigest for Timed {
-    fn get_socket_digest(&self) -> Option<Arc<pingora::protocols::SocketDigest>> {
-        self.inner.get_socket_digest()
-    }
-
-    fn set_socket_digest(&mut self, digest: pingora::protocols::SocketDigest) {
-        self.inner.set_socket_digest(digest)
-    }
-}
-
-#[async_trait]
-impl Peek for Timed {
-    async fn try_peek(&mut self, buf: &mut [u8]) -> io::Result<bool> {
-        let rest = &self.replay[self.replayed..];
-        if !rest.is_empty() {
-            // What was read ahead is what a peek would see.
-            let n = rest.len().min(buf.len());
-            buf[..n].copy_from_slice(&rest[..n]);
-            return Ok(n == buf.len());
-        }
-        self.inner.try_peek(buf).await
     }
 }

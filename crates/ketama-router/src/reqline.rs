@@ -1,0 +1,415 @@
+//! The HTTP/1 request line, read the way nginx 1.22 reads it
+//! (`ngx_http_parse_request_line`, then `ngx_http_parse_complex_uri` and
+//! `ngx_http_validate_host` on what it found), so that the router refuses
+//! what nginx refuses, with nginx's status, and routes what nginx accepts
+//! by nginx's `$request_uri`.
+//!
+//! | request line | nginx, and the router |
+//! |---|---|
+//! | a method of other than `A-Z`, `_`, `-` | 400 |
+//! | a target not starting with `/` or a scheme (`*`, `h:443`) | 400 |
+//! | a control byte, a space or DEL inside the target | 400 |
+//! | a bad `%` escape, or `%00`, in the path (not the query) | 400 |
+//! | a path whose `..` climbs above the root (after decoding) | 400 |
+//! | absolute-form with userinfo, `_`, `%` or `#` in the host, or no host | 400 |
+//! | a version other than `HTTP/1.x` with `x` at most 999 | 400 |
+//! | `HTTP/` with a major version over 1 (`HTTP/2.0`) | 505 |
+//! | HTTP/0.9 (no version) | nginx answers without a status line; the router 400 |
+//!
+//! Leading empty lines are skipped; spaces may repeat between the parts
+//! and trail the version. A `#` and what follows stay in the target: they
+//! are part of `$request_uri` and forwarded as nginx forwards them. An
+//! absolute-form target (`GET http://host/path`) routes by its path and
+//! query, which is what nginx's `$request_uri` holds for it, and its
+//! authority stands for `Host`.
+//!
+//! Cost: one pass over the line, no allocation; the path check a second
+//! pass over the path, only when it holds `%` or `.`.
+
+/// Why a request line is refused: nginx's status for it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LineError {
+    /// 400 Bad Request.
+    Invalid,
+    /// 505 HTTP Version Not Supported: `HTTP/` with a major version over 1.
+    Version,
+}
+
+impl LineError {
+    /// The status nginx answers with.
+    pub fn status(self) -> u16 {
+        match self {
+            LineError::Invalid => 400,
+            LineError::Version => 505,
+        }
+    }
+}
+
+/// A request line nginx accepts, as pieces of the line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestLine<'a> {
+    /// The method, as sent.
+    pub method: &'a [u8],
+    /// nginx's `$request_uri`: the target as sent for origin-form; from
+    /// the path (or the `?` when there is none) on for absolute-form; `/`
+    /// for `http://host` alone.
+    pub request_uri: &'a [u8],
+    /// Whether the absolute-form target had no path before its query
+    /// (`http://host?q`): nginx then forwards `/` and the query.
+    pub empty_path: bool,
+    /// The authority of an absolute-form target.
+    pub authority: Option<&'a [u8]>,
+    /// Whether it is HTTP/1.1 (or a later 1.x, which nginx serves as
+    /// 1.1); HTTP/1.0 otherwise.
+    pub http11: bool,
+    /// Whether the line is already as Pingora's parser reads it: one
+    /// space between the parts, `HTTP/1.0` or `HTTP/1.1`, and a target
+    /// whose bytes it takes as they are (see [`plain_byte`]).
+    pub plain: bool,
+}
+
+impl RequestLine<'_> {
+    /// The target to forward in origin-form, as nginx's proxy writes it.
+    pub fn forward(&self) -> std::borrow::Cow<'_, [u8]> {
+        if self.empty_path {
+            let mut v = Vec::with_capacity(self.request_uri.len() + 1);
+            v.push(b'/');
+            v.extend_from_slice(self.request_uri);
+            v.into()
+        } else {
+            self.request_uri.into()
+        }
+    }
+}
+
+/// A request's target as its client sent it, kept for the proxy when the
+/// line handed to Pingora holds another (see [`rewrite`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sent {
+    /// nginx's `$request_uri`: what the routing key is read from.
+    pub request_uri: Vec<u8>,
+    /// The origin-form target to forward, byte for byte.
+    pub forward: Vec<u8>,
+    /// An absolute-form target's authority: it stands for `Host`.
+    pub authority: Option<Vec<u8>>,
+}
+
+/// The request line to hand Pingora's parser in place of a line that is
+/// not [`plain`](RequestLine::plain), ending in CR LF: one space between
+/// the parts, `HTTP/1.0` or `HTTP/1.1`, and the target to forward in
+/// origin-form without its fragment, bytes Pingora would refuse
+/// percent-encoded. With it, what the proxy needs of the line as sent, when
+/// the target differs from the one handed over (absolute-form, `#`, such
+/// bytes); `None` when only the spacing or the version's spelling did.
+pub fn rewrite(l: &RequestLine<'_>) -> (Vec<u8>, Option<Sent>) {
+    let forward = l.forward();
+    let target = &forward[..forward
+        .iter()
+        .position(|&b| b == b'#')
+        .unwrap_or(forward.len())];
+    let mut out = Vec::with_capacity(l.method.len() + target.len() + 16);
+    out.extend_from_slice(l.method);
+    out.push(b' ');
+    let mut same = l.authority.is_none() && target.len() == forward.len();
+    for &b in target {
+        if plain_byte(b) {
+            out.push(b);
+        } else {
+            same = false;
+            out.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
+        }
+    }
+    out.extend_from_slice(if l.http11 {
+        b" HTTP/1.1\r\n"
+    } else {
+        b" HTTP/1.0\r\n"
+    });
+    let sent = (!same).then(|| Sent {
+        request_uri: l.request_uri.to_vec(),
+        forward: forward.into_owned(),
+        authority: l.authority.map(<[u8]>::to_vec),
+    });
+    (out, sent)
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// Bytes Pingora's parser and `http::Uri` take in a target as they are:
+/// RFC 3986's unreserved, sub-delims, `:`, `@`, `/`, `?` and `%`. A target
+/// with any other byte nginx accepts (`#`, `"`, `<`, `{`, `\`, bytes over
+/// 0x7f, ...) is handed to Pingora percent-encoded and forwarded as sent.
+pub fn plain_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?%".contains(&b)
+}
+
+/// Where the first request line is in `buf`: the range of the line
+/// (after any empty lines, without its CR LF or LF), or `None` while its
+/// LF has not arrived.
+pub fn find(buf: &[u8]) -> Option<std::ops::Range<usize>> {
+    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n')?;
+    let lf = start + buf[start..].iter().position(|&b| b == b'\n')?;
+    let end = if lf > start && buf[lf - 1] == b'\r' {
+        lf - 1
+    } else {
+        lf
+    };
+    Some(start..end)
+}
+
+fn upper_or_mark(b: u8) -> bool {
+    b.is_ascii_uppercase() || b == b'_' || b == b'-'
+}
+
+/// Parses a request line (as [`find`] gives it: no leading empty lines,
+/// no line end; a CR left inside is refused as nginx refuses it).
+pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
+    use LineError::Invalid;
+    let mut i = 0;
+    let n = line.len();
+    let at = |i: usize| line.get(i).copied();
+    while at(i).is_some_and(upper_or_mark) {
+        i += 1;
+    }
+    if i == 0 || at(i) != Some(b' ') {
+        return Err(Invalid);
+    }
+    let method = &line[..i];
+    let mut plain = true;
+    let spaces = i;
+    while at(i) == Some(b' ') {
+        i += 1;
+    }
+    plain &= i == spaces + 1;
+    let (mut authority, mut empty_path) = (None, false);
+    let uri_start;
+    match at(i) {
+        Some(b'/') => uri_start = i,
+        Some(c) if c.is_ascii_alphabetic() => {
+            // Absolute-form: scheme "://" host [":" port], then the path.
+            plain = false;
+            while at(i).is_some_and(|c| c.is_ascii_alphanumeric() || b"+-.".contains(&c)) {
+                i += 1;
+            }
+            if line.get(i..i + 3) != Some(b"://") {
+                return Err(Invalid);
+            }
+            i += 3;
+            let host = i;
+            if at(i) == Some(b'[') {
+                i += 1;
+                loop {
+                    match at(i) {
+                        Some(b']') => break,
+                        Some(c)
+                            if c.is_ascii_alphanumeric() || b":-._~!$&'()*+,;=".contains(&c) =>
+                        {
+                            i += 1
+                        }
+                        _ => return Err(Invalid),
+                    }
+                }
+                i += 1;
+            } else {
+                while at(i).is_some_and(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-') {
+                    i += 1;
+                }
+            }
+            let host_end = i;
+            if at(i) == Some(b':') {
+                i += 1;
+                while at(i).is_some_and(|c| c.is_ascii_digit()) {
+                    i += 1;
+                }
+            }
+            if !valid_host(&line[host..host_end]) {
+                return Err(Invalid);
+            }
+            authority = Some(&line[host..i]);
+            match at(i) {
+                Some(b'/') => uri_start = i,
+                Some(b'?') => {
+                    uri_start = i;
+                    empty_path = true;
+                }
+                // `http://host HTTP/1.1`: nginx's $request_uri is the "/"
+                // of the "//" after the scheme.
+                Some(b' ') => {
+                    let slash = host - 2;
+                    let version = version(line, i, &mut plain)?;
+                    return Ok(RequestLine {
+                        method,
+                        request_uri: &line[slash..slash + 1],
+                        empty_path: false,
+                        authority,
+                        http11: version,
+                        plain,
+                    });
+                }
+                _ => return Err(Invalid),
+            }
+        }
+        _ => return Err(Invalid),
+    }
+    // The target runs to the next space; nginx refuses controls and DEL.
+    i = uri_start;
+    while let Some(c) = at(i) {
+        if c == b' ' {
+            break;
+        }
+        if c < 0x20 || c == 0x7f {
+            return Err(Invalid);
+        }
+        plain &= plain_byte(c);
+        i += 1;
+    }
+    if i == n {
+        // HTTP/0.9: nginx serves it without a status line; Pingora cannot.
+        return Err(Invalid);
+    }
+    let request_uri = &line[uri_start..i];
+    let path_end = request_uri
+        .iter()
+        .position(|&b| b == b'?' || b == b'#')
+        .unwrap_or(request_uri.len());
+    if !valid_path(&request_uri[..path_end]) {
+        return Err(Invalid);
+    }
+    let http11 = version(line, i, &mut plain)?;
+    Ok(RequestLine {
+        method,
+        request_uri,
+        empty_path,
+        authority,
+        http11,
+        plain,
+    })
+}
+
+/// The version after the target's end at `i` (a space): spaces, then
+/// `HTTP/1.x`, then optional spaces. `true` for 1.1 and later 1.x.
+fn version(line: &[u8], mut i: usize, plain: &mut bool) -> Result<bool, LineError> {
+    use LineError::{Invalid, Version};
+    let at = |i: usize| line.get(i).copied();
+    let first = i;
+    while at(i) == Some(b' ') {
+        i += 1;
+    }
+    *plain &= i == first + 1;
+    if line.get(i..i + 5) != Some(b"HTTP/") {
+        return Err(Invalid);
+    }
+    i += 5;
+    // nginx: a first major digit of 1-9, refused with 505 as soon as the
+    // major version passes 1.
+    let major_start = i;
+    let mut major = 0u32;
+    loop {
+        match at(i) {
+            Some(b'.') if i > major_start => break,
+            Some(b'0') if i == major_start => return Err(Invalid),
+            Some(c @ b'0'..=b'9') => {
+                major = major * 10 + (c - b'0') as u32;
+                if major > 1 {
+                    return Err(Version);
+                }
+                i += 1;
+            }
+            _ => return Err(Invalid),
+        }
+    }
+    *plain &= i == major_start + 1;
+    i += 1;
+    let digits = i;
+    let mut minor: u32 = 0;
+    while let Some(c @ b'0'..=b'9') = at(i) {
+        // nginx refuses a digit after three.
+        if minor > 99 {
+            return Err(Invalid);
+        }
+        minor = minor * 10 + (c - b'0') as u32;
+        i += 1;
+    }
+    if i == digits {
+        return Err(Invalid);
+    }
+    *plain &= i == digits + 1 && line[digits] <= b'1' && i == line.len();
+    while at(i) == Some(b' ') {
+        i += 1;
+    }
+    if i != line.len() {
+        return Err(Invalid);
+    }
+    Ok(minor >= 1)
+}
+
+/// `ngx_http_validate_host` on the host of an absolute-form target: not
+/// empty (a trailing dot aside), no `..`.
+fn valid_host(host: &[u8]) -> bool {
+    let host = host.strip_suffix(b".").unwrap_or(host);
+    !host.is_empty() && !host.windows(2).any(|w| w == b"..")
+}
+
+/// `ngx_http_parse_complex_uri` on a path: every `%` starts two hex
+/// digits, none decodes to NUL, and, with `%2F` a slash and `%2E` a dot
+/// as nginx decodes them (repeated slashes merged), no `..` climbs above
+/// the root.
+pub fn valid_path(path: &[u8]) -> bool {
+    if !path.iter().any(|&b| b == b'%' || b == b'.') {
+        return true;
+    }
+    let (mut depth, mut seg) = (0usize, [0u8; 3]);
+    let mut seg_len = 0usize;
+    let mut i = 0;
+    while i < path.len() {
+        let mut c = path[i];
+        let mut literal = false;
+        if c == b'%' {
+            let hex = |b: Option<&u8>| b.and_then(|&b| (b as char).to_digit(16));
+            match (hex(path.get(i + 1)), hex(path.get(i + 2))) {
+                (Some(h), Some(l)) => c = (h * 16 + l) as u8,
+                _ => return false,
+            }
+            if c == 0 {
+                return false;
+            }
+            // A decoded `%` or `#` is a plain byte to nginx.
+            literal = c == b'%' || c == b'#';
+            i += 2;
+        }
+        if c == b'/' && !literal {
+            if !close_segment(&seg[..seg_len.min(3)], seg_len, &mut depth) {
+                return false;
+            }
+            seg_len = 0;
+        } else {
+            if seg_len < 3 {
+                seg[seg_len] = c;
+            }
+            seg_len += 1;
+        }
+        i += 1;
+    }
+    close_segment(&seg[..seg_len.min(3)], seg_len, &mut depth)
+}
+
+/// Ends a path segment (its first bytes, and its length): `.` stays,
+/// `..` climbs (`false` above the root), anything else descends.
+fn close_segment(seg: &[u8], len: usize, depth: &mut usize) -> bool {
+    match (len, seg) {
+        (2, b"..") => match depth.checked_sub(1) {
+            Some(d) => {
+                *depth = d;
+                true
+            }
+            None => false,
+        },
+        (0, _) | (1, b".") => true,
+        _ => {
+            *depth += 1;
+            true
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
