@@ -4,6 +4,8 @@
 use super::*;
 use crate::health::HealthRegistry;
 use crate::metrics::Metrics;
+use crate::reqline::Sent;
+use crate::state::Key;
 
 fn req(target: &str, headers: &[(&str, &str)]) -> RequestHeader {
     let mut r = RequestHeader::build("GET", target.as_bytes(), None).unwrap();
@@ -140,4 +142,24 @@ fn error_bodies_in_words() {
     assert_eq!(in_words(&e), "duplicate Content-Length");
     let e = Error::new(ErrorType::InternalError);
     assert_eq!(in_words(&e), "the request could not be proxied");
+}
+
+#[test]
+fn a_target_as_sent_is_the_key() {
+    // Pingora's header holds `/x` (the fragment dropped); the client sent
+    // an absolute-form target with one.
+    let r = req("/x?q", &[("host", "example.test")]);
+    let sent = Sent {
+        request_uri: b"?q#f".to_vec(),
+        forward: b"/?q#f".to_vec(),
+        authority: Some(b"example.test".to_vec()),
+    };
+    let key = |k: &Key| with_sent_routing_key(&r, Some(&sent), k, |b| b.to_vec());
+    assert_eq!(key(&Key::PathQuery), b"?q#f");
+    assert_eq!(key(&Key::Path), b"/");
+    assert_eq!(key(&Key::HostPath), b"example.test?q#f");
+    assert_eq!(
+        with_sent_routing_key(&r, None, &Key::PathQuery, |b| b.to_vec()),
+        b"/x?q"
+    );
 }
