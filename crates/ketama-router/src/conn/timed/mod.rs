@@ -111,6 +111,8 @@ pub struct Clock {
     /// parser was handed another (see `line`): the proxy routes and
     /// forwards by it.
     sent: std::sync::Mutex<Option<Sent>>,
+    /// Whether `sent` holds one: the usual request takes no lock.
+    has_sent: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Clock {
@@ -139,6 +141,7 @@ impl Clock {
             heads,
             in_head: std::sync::atomic::AtomicBool::new(true),
             sent: std::sync::Mutex::new(None),
+            has_sent: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -146,14 +149,18 @@ impl Clock {
     /// it is not what Pingora's header holds (absolute-form, `#`, bytes
     /// Pingora would refuse); `None` for the usual request.
     pub fn take_sent(&self) -> Option<Sent> {
+        if !self.has_sent.swap(false, Relaxed) {
+            return None;
+        }
         self.sent.lock().unwrap_or_else(|e| e.into_inner()).take()
     }
 
     fn set_sent(&self, sent: Option<Sent>) {
-        let mut slot = self.sent.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_some() || sent.is_some() {
-            *slot = sent;
+        if sent.is_none() && !self.has_sent.load(Relaxed) {
+            return;
         }
+        self.has_sent.store(sent.is_some(), Relaxed);
+        *self.sent.lock().unwrap_or_else(|e| e.into_inner()) = sent;
     }
 
     fn set(&self, phase: u8, deadline: Option<Instant>) {
