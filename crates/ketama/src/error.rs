@@ -140,7 +140,9 @@ pub enum Error {
     },
     /// Label requirements are defined for the nginx and pingora-v2 schemes
     /// only.
-    #[error("label requirements need the nginx or pingora-v2 scheme, not {compat}: {why}")]
+    #[error(
+        "label requirements need the nginx, pingora-v2 or haproxy scheme, not {compat}: {why}"
+    )]
     RequirementUnsupported {
         /// The ring's scheme.
         compat: Scheme,
@@ -181,7 +183,7 @@ pub enum Error {
         compat: Scheme,
     },
     /// A scheme whose point count is fixed was given another multiple.
-    #[error("{compat} gives 160 points per server on average (in MD5 digests of four), whatever the point multiple: {given} is not supported; leave it at 160")]
+    #[error("{compat} {}, whatever the point multiple: {given} is not supported; leave it at {}", fixed_points_text(*.compat), .compat.fixed_point_multiple().unwrap_or(0))]
     FixedPointMultiple {
         /// The scheme.
         compat: Scheme,
@@ -197,6 +199,16 @@ pub enum Error {
         best_cv: f64,
         /// The largest multiple that fits the point limit.
         max_multiple: u32,
+    },
+    /// Two servers were given the same HAProxy id.
+    #[error("servers {first:?} and {second:?} both have id {id}: HAProxy refuses a custom id used twice; give each server its own id")]
+    DuplicateId {
+        /// The first server with the id.
+        first: String,
+        /// The second.
+        second: String,
+        /// The id.
+        id: u32,
     },
     /// A line of a servers file could not be read.
     #[error("{file}:{line}: {reason}")]
@@ -220,6 +232,15 @@ pub enum Error {
         /// The repeated server.
         server: String,
     },
+}
+
+/// How a scheme with fixed points places them, for [`Error::FixedPointMultiple`].
+fn fixed_points_text(compat: Scheme) -> &'static str {
+    if compat.is_memcached() {
+        "gives 160 points per server on average (in MD5 digests of four)"
+    } else {
+        "gives 16 points per weight unit (HAProxy's BE_WEIGHT_SCALE)"
+    }
 }
 
 /// Short for `Result<T, ketama::Error>`.

@@ -67,6 +67,7 @@ pub mod analysis;
 pub mod continuum;
 mod crc;
 mod error;
+pub mod haproxy;
 pub mod keyhash;
 pub mod layout;
 pub mod load;
@@ -86,7 +87,7 @@ pub mod synthetic;
 pub mod testing;
 mod version;
 
-pub use scheme::{Scheme, UnknownScheme};
+pub use scheme::{KeyFn, Scheme, UnknownScheme};
 
 /// The old name of [`Scheme`] (every doc calls it a scheme).
 #[deprecated(

@@ -12,7 +12,9 @@
 //! to 1; `weight=N` is the same as a bare `N` (giving both is an error).
 //! `labels=a,b,c` gives the server labels that lookups may require;
 //! `name=NAME` a twemproxy server name (hashed instead of the address by
-//! the `twemproxy` scheme, refused by the others).
+//! the `twemproxy` scheme, refused by the others); `id=N` a HAProxy server
+//! id (1 to 1,048,575; placing the `haproxy` scheme's points, refused by
+//! the others).
 //! `#` at the start of a line or after whitespace starts a comment; blank
 //! lines are ignored. An unknown key, a malformed line or a duplicate
 //! server is an error naming the file and the line.
@@ -59,6 +61,7 @@ pub fn parse_servers(text: &str, file: &Path) -> Result<Vec<Node>> {
         let mut down = false;
         let mut labels: Option<Vec<&str>> = None;
         let mut name: Option<&str> = None;
+        let mut id: Option<u32> = None;
         for tok in tokens {
             if tok == "down" {
                 if down {
@@ -92,9 +95,21 @@ pub fn parse_servers(text: &str, file: &Path) -> Result<Vec<Node>> {
                     name = Some(v);
                     continue;
                 }
+                Some(("id", v)) => {
+                    if id.is_some() {
+                        return Err(syntax(format!("id given twice for {server:?}: give one id=N")));
+                    }
+                    let max = crate::haproxy::MAX_ID;
+                    id = Some(v.parse().ok().filter(|n| (1..=max).contains(n)).ok_or_else(|| {
+                        syntax(format!(
+                            "bad id {v:?} for {server:?}: expected a HAProxy server id, a whole number from 1 to {max}"
+                        ))
+                    })?);
+                    continue;
+                }
                 Some((key, _)) => {
                     return Err(syntax(format!(
-                        "unknown key {key:?} in {tok:?}: the known keys are weight=N, labels=a,b,c and name=NAME (and the flag `down`)"
+                        "unknown key {key:?} in {tok:?}: the known keys are weight=N, labels=a,b,c, name=NAME and id=N (and the flag `down`)"
                     )))
                 }
                 None => (tok, false),
@@ -130,6 +145,9 @@ pub fn parse_servers(text: &str, file: &Path) -> Result<Vec<Node>> {
             .with_labels(labels.unwrap_or_default());
         if let Some(name) = name {
             node = node.with_name(name);
+        }
+        if let Some(id) = id {
+            node = node.with_id(id);
         }
         nodes.push(node);
     }
@@ -189,6 +207,11 @@ mod tests {
         assert!(err("a weight=x").starts_with("s.txt:1: bad weight"));
         assert!(err("a foo").starts_with("s.txt:1: unexpected \"foo\""));
         assert!(err("a down down").starts_with("s.txt:1: `down` given twice"));
+        assert!(err("a id=0").contains("bad id \"0\""));
+        assert!(err("a id=1048576").contains("from 1 to 1048575"));
+        assert!(err("a id=2 id=3").contains("id given twice"));
+        let n = parse_servers("a:1 3 id=7\nb:1\n", "s.txt".as_ref()).unwrap();
+        assert_eq!((n[0].id(), n[1].id()), (Some(7), None));
         assert!(err("a labels=x labels=y").starts_with("s.txt:1: labels given twice"));
         assert!(err("a labels=x,,y").starts_with("s.txt:1: empty label"));
         assert!(err("a labels=").starts_with("s.txt:1: empty label"));

@@ -47,6 +47,23 @@ impl Default for RingSettings {
     }
 }
 
+impl RingSettings {
+    /// The settings a ring is built with: under a scheme that fixes its
+    /// points per weight unit ([`Scheme::fixed_point_multiple`]: HAProxy's
+    /// 16), the default multiple stands for the scheme's own (a
+    /// configuration that never chose one gets it); any other value is
+    /// kept, and a build refuses it.
+    pub fn normalized(self) -> RingSettings {
+        match self.compat.fixed_point_multiple() {
+            Some(m) if self.point_multiple == DEFAULT_POINT_MULTIPLE => RingSettings {
+                point_multiple: m,
+                ..self
+            },
+            _ => self,
+        }
+    }
+}
+
 impl fmt::Display for RingSettings {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::shares::{serving_owners, KEYSPACE};
+use super::shares::{successor_view, KEYSPACE};
 use crate::error::{Error, Result};
 use crate::Ring;
 
@@ -66,9 +66,9 @@ pub fn diff(from: &Ring, to: &Ring) -> Result<Diff> {
     let (names, to_ids) = server_union(from, to);
     // Each ring as (hash, serving server id) in ring order; `None` = no server.
     let side = |ring: &Ring, ids: &dyn Fn(usize) -> usize| -> Vec<(u32, Option<usize>)> {
-        ring.points()
-            .zip(serving_owners(ring))
-            .map(|((h, _), o)| (h, (o != u32::MAX).then(|| ids(o as usize))))
+        successor_view(ring)
+            .into_iter()
+            .map(|(h, o)| (h, o.map(ids)))
             .collect()
     };
     let a = side(from, &|i| i);

@@ -11,6 +11,20 @@ pub const KEYSPACE: u64 = 1 << 32;
 /// 2^32 unless no node can serve (then all zero). `O(P)`.
 pub fn keyspace(ring: &Ring) -> Vec<u64> {
     let mut keys = vec![0u64; ring.nodes().len()];
+    if ring.compat().nearer() {
+        let view = successor_view(ring);
+        let Some(&(last, _)) = view.last() else {
+            return keys;
+        };
+        let mut prev = last as u64 + 1;
+        for &(h, owner) in &view {
+            // Keys from just after the previous boundary up to this one.
+            let arc = (h as u64 + KEYSPACE - prev) % KEYSPACE + 1;
+            keys[owner.unwrap_or(0)] += if view.len() == 1 { KEYSPACE } else { arc };
+            prev = h as u64 + 1;
+        }
+        return keys;
+    }
     // One forward pass, no per-point memory: a down point's arc waits in
     // `pending` for the next serving point; what waits at the end wraps to
     // the first serving point.
@@ -46,6 +60,43 @@ pub fn keyspace(ring: &Ring) -> Vec<u64> {
     let wrap = first_hash as u64 + KEYSPACE - last as u64;
     keys[first] += pending + wrap;
     keys
+}
+
+/// The ring as boundaries under the first-point-at-or-after rule: keys
+/// from just after one boundary's hash up to the next's (wrapping) go to
+/// its node (`None`: no node serves). For rings of that rule, the points
+/// and their serving owners; for HAProxy's nearer-point rule, one boundary
+/// per serving point, halfway (rounded down) to the next serving point,
+/// which is where its keys end. `O(P)`, 16 bytes a point.
+pub(super) fn successor_view(ring: &Ring) -> Vec<(u32, Option<usize>)> {
+    if !ring.compat().nearer() {
+        return ring
+            .points()
+            .zip(serving_owners(ring))
+            .map(|((h, _), o)| (h, (o != u32::MAX).then_some(o as usize)))
+            .collect();
+    }
+    let serving: Vec<(u32, usize)> = ring
+        .points()
+        .filter(|&(_, n)| !ring.node_is_down(n))
+        .collect();
+    let mut out: Vec<(u32, Option<usize>)> = Vec::with_capacity(serving.len());
+    for (i, &(a, owner)) in serving.iter().enumerate() {
+        let b = serving[(i + 1) % serving.len()].0;
+        let gap = match b.wrapping_sub(a) {
+            0 => KEYSPACE, // one point: the whole circle
+            g => g as u64,
+        };
+        // HAProxy's `dp <= dn`: keys up to a + floor(gap / 2) stay with a.
+        out.push((a.wrapping_add((gap / 2) as u32), Some(owner)));
+    }
+    // Boundaries past 2^32 wrapped to the front: rotate them there.
+    let k = out
+        .windows(2)
+        .position(|w| w[1].0 < w[0].0)
+        .map_or(0, |i| i + 1);
+    out.rotate_left(k);
+    out
 }
 
 /// For every point in ring order, the node that serves its keys: its owner,

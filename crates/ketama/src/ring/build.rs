@@ -56,7 +56,7 @@ impl Default for RingBuilder {
 impl From<RingSettings> for RingBuilder {
     fn from(settings: RingSettings) -> Self {
         RingBuilder {
-            settings,
+            settings: settings.normalized(),
             no_label_index: false,
             threads: 1,
             parallel_min_points: PARALLEL_MIN_POINTS,
@@ -74,6 +74,7 @@ impl RingBuilder {
     /// Sets the hashing scheme.
     pub fn compat(mut self, compat: Scheme) -> Self {
         self.settings.compat = compat;
+        self.settings = self.settings.normalized();
         self
     }
 
@@ -83,9 +84,11 @@ impl RingBuilder {
         self
     }
 
-    /// Sets the number of points per weight unit.
+    /// Sets the number of points per weight unit (under a scheme that
+    /// fixes it, the default, 160, stands for the scheme's own).
     pub fn point_multiple(mut self, point_multiple: u32) -> Self {
         self.settings.point_multiple = point_multiple;
+        self.settings = self.settings.normalized();
         self
     }
 
@@ -140,6 +143,7 @@ impl RingBuilder {
         let label_index = if !self.no_label_index
             && labels.names().count() <= LABEL_INDEX_MAX_LABELS
             && settings.compat.requirement_obstacle().is_none()
+            && !settings.compat.nearer()
         {
             LabelIndex::new(&sorted, &labels, &collisions)
         } else {
@@ -189,6 +193,9 @@ impl RingBuilder {
         if s.compat.is_memcached() {
             return self.build_continuum(nodes);
         }
+        if let Scheme::Haproxy(_) = s.compat {
+            return self.build_haproxy(nodes);
+        }
         let total = self.count_points(&nodes)?;
         let labels = Labels::new(&nodes)?;
         let order = tie_order(s.compat, nodes.len(), &addrs);
@@ -217,6 +224,34 @@ impl RingBuilder {
         let rank_to_node: Vec<u32> = order.iter().map(|&i| i as u32).collect();
         let (points, collisions) = sort::generate_sorted(&raw[..], total as usize, &rank_to_node);
         drop(raw);
+        Ok(self.assemble(nodes, points, total, collisions, labels, None))
+    }
+
+    /// HAProxy's build: ids resolved by its counter rule and written into
+    /// the nodes (so that a ring of a subset of them, or a tool printing
+    /// them, sees the same ids), then `full_hash(id x 4096 + j)` points
+    /// through the same radix sort; a bijection, so nothing collides.
+    fn build_haproxy(&self, nodes: Vec<Node>) -> Result<Ring> {
+        let explicit: Vec<Option<u32>> = nodes.iter().map(|n| n.id()).collect();
+        let ids = crate::haproxy::resolve_ids(&explicit).map_err(|(a, b)| Error::DuplicateId {
+            first: nodes[a].server().to_string(),
+            second: nodes[b].server().to_string(),
+            id: explicit[a].unwrap_or(0),
+        })?;
+        let total = self.count_points(&nodes)?;
+        let labels = Labels::new(&nodes)?;
+        let counts = self.node_points(&nodes);
+        let nodes: Vec<Node> = nodes
+            .into_iter()
+            .zip(&ids)
+            .map(|(n, &id)| n.with_id(id))
+            .collect();
+        let rank_to_node: Vec<u32> = (0..nodes.len() as u32).collect();
+        let source = crate::haproxy::Points {
+            ids: &ids,
+            counts: &counts,
+        };
+        let (points, collisions) = sort::generate_sorted(&source, total as usize, &rank_to_node);
         Ok(self.assemble(nodes, points, total, collisions, labels, None))
     }
 
@@ -314,6 +349,38 @@ impl RingBuilder {
                     ),
                 });
             }
+        }
+        if let Scheme::Haproxy(_) = s.compat {
+            let max = crate::haproxy::MAX_WEIGHT;
+            if let Some(n) = nodes.iter().find(|n| n.weight() > max) {
+                return Err(Error::UnusableServer {
+                    server: n.server().to_string(),
+                    compat: s.compat,
+                    reason: format!(
+                        "weight {} is over HAProxy's largest, {max}: scale the weights into 0..={max}",
+                        n.weight()
+                    ),
+                });
+            }
+            let max = crate::haproxy::MAX_ID;
+            if let Some(n) = nodes.iter().find(|n| n.id().is_some_and(|id| id > max)) {
+                return Err(Error::UnusableServer {
+                    server: n.server().to_string(),
+                    compat: s.compat,
+                    reason: format!(
+                        "its id is over {max}: HAProxy's point numbers (id x 4096) would wrap onto another server's; use a smaller id"
+                    ),
+                });
+            }
+        } else if let Some(n) = nodes.iter().find(|n| n.id().is_some()) {
+            return Err(Error::UnusableServer {
+                server: n.server().to_string(),
+                compat: s.compat,
+                reason: format!(
+                    "id= is a HAProxy server id and {} does not use one: remove it or use the haproxy scheme",
+                    s.compat
+                ),
+            });
         }
         if !s.compat.needs_socket_addrs() {
             return Ok(Vec::new());

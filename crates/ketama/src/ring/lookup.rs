@@ -13,7 +13,11 @@ impl Ring {
     }
 
     /// The node for a key: the owner of the first point at or after the
-    /// key's hash, skipping `down` nodes. `None` when no node can serve.
+    /// key's hash, skipping `down` nodes (under [`Scheme::Haproxy`]: of the
+    /// nearer of the points before and after it, skipping `down` nodes'
+    /// points). `None` when no node can serve.
+    ///
+    /// [`Scheme::Haproxy`]: crate::Scheme::Haproxy
     /// Cost: one hash of the key and an `O(log P)` search (`O(1)` expected
     /// in `Compact`).
     #[inline]
@@ -34,6 +38,9 @@ impl Ring {
             return None;
         }
         let pos = self.points.search(hash);
+        if self.nearer() {
+            return self.nearer_index(hash, pos);
+        }
         let n = self.points.node(pos);
         if !self.is_down(n) {
             return Some(n);
@@ -57,6 +64,14 @@ impl Ring {
         for qs in hashes.chunks(crate::layout::GROUP) {
             let pos = &mut pos[..qs.len()];
             self.points.search_batch(qs, pos);
+            if self.nearer() {
+                out.extend(
+                    qs.iter()
+                        .zip(pos.iter())
+                        .map(|(&h, &p)| self.nearer_index(h, p)),
+                );
+                continue;
+            }
             out.extend(pos.iter().map(|&p| {
                 let n = self.points.node(p);
                 if self.is_down(n) {
@@ -83,7 +98,11 @@ impl Ring {
     /// Every distinct serving node once, in ring order from the key's point:
     /// the key's node first, then where it would fail over to. `down` nodes
     /// are skipped. Ends after the last distinct node (unlike pingora's
-    /// `node_iter`, which cycles and repeats nodes).
+    /// `node_iter`, which cycles and repeats nodes). Under
+    /// [`Scheme::Haproxy`](crate::Scheme::Haproxy) the order is by distance
+    /// from the key's hash in both directions (the point before first on a
+    /// tie): each node is where HAProxy sends the key once all before it
+    /// are down.
     pub fn failover(&self, key: &[u8]) -> Failover<'_> {
         self.failover_for_hash(self.hash_key(key))
     }
@@ -108,6 +127,9 @@ impl Ring {
         } else {
             self.points.search(hash)
         };
+        if self.nearer() {
+            return self.cursor_near(hash, pos, self.live());
+        }
         self.cursor_at(pos, self.live())
     }
 
@@ -116,6 +138,8 @@ impl Ring {
         FailoverCursor {
             ring: self.id,
             pos,
+            back: 0,
+            hash: 0,
             steps_left: self.points.len(),
             yielded: 0,
             limit,
@@ -140,6 +164,9 @@ impl Ring {
     /// [`advance`](Self::advance) of a cursor known to be this ring's.
     #[inline]
     pub(crate) fn step(&self, c: &mut FailoverCursor) -> Option<usize> {
+        if self.nearer() {
+            return self.advance_near(c, |_, owner| Some(owner));
+        }
         self.advance_with(c, |_, _| Some(0), |_, owner| Some(owner))
     }
 
@@ -224,19 +251,24 @@ impl Failover<'_> {
 /// # Ok::<(), ketama::Error>(())
 /// ```
 ///
-/// Cost: 112 bytes inline; it allocates only once a walk has yielded more
+/// Cost: 128 bytes inline; it allocates only once a walk has yielded more
 /// than 16 distinct nodes (then one bit per node).
 #[derive(Clone, Debug)]
 pub struct FailoverCursor {
     /// The id of the ring that made it.
     ring: u64,
-    pos: usize,
-    steps_left: usize,
-    yielded: usize,
+    /// The next point forward.
+    pub(super) pos: usize,
+    /// The next point backward (walks by distance, HAProxy's).
+    pub(super) back: usize,
+    /// The key's hash (walks by distance).
+    pub(super) hash: u32,
+    pub(super) steps_left: usize,
+    pub(super) yielded: usize,
     /// The most distinct nodes the walk can yield: it stops there instead
     /// of walking the rest of the ring for nothing.
-    limit: usize,
-    seen: Seen,
+    pub(super) limit: usize,
+    pub(super) seen: Seen,
 }
 
 impl FailoverCursor {
@@ -251,7 +283,7 @@ const INLINE_SEEN: usize = 16;
 /// The set of nodes a walk has yielded: inline for the first few, then a
 /// bitset.
 #[derive(Clone, Debug, Default)]
-enum Seen {
+pub(super) enum Seen {
     #[default]
     Empty,
     Inline(u8, [u32; INLINE_SEEN]),
@@ -261,7 +293,7 @@ enum Seen {
 impl Seen {
     /// Inserts `n`; returns whether it was new.
     #[inline]
-    fn insert(&mut self, n: usize, universe: usize) -> bool {
+    pub(super) fn insert(&mut self, n: usize, universe: usize) -> bool {
         match self {
             Seen::Empty => {
                 let mut a = [0; INLINE_SEEN];

@@ -4,6 +4,7 @@
 //! - `build`: [`RingBuilder`], validation and point generation;
 //! - `rebuild`: a new ring from an old one, reusing its points;
 //! - `lookup`: lookups, batches, failover walks and their cursors;
+//!   `nearer`: HAProxy's lookup and its walk by distance;
 //! - `labels`, `label_index`: label names and bits, node sets, the
 //!   per-point label index; `required`: the walk under a requirement.
 
@@ -11,6 +12,7 @@ mod build;
 mod label_index;
 mod labels;
 mod lookup;
+mod nearer;
 mod rebuild;
 mod required;
 

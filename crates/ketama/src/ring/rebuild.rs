@@ -40,7 +40,11 @@ impl RingBuilder {
     /// sequential pass that [`threads`](Self::threads) splits.
     pub fn rebuild(&self, old: &Ring, nodes: Vec<Node>) -> Result<Ring> {
         let s = self.settings;
-        if old.settings() != s || s.compat == Scheme::PingoraV1 || s.compat.is_memcached() {
+        if old.settings() != s
+            || s.compat == Scheme::PingoraV1
+            || s.compat.is_memcached()
+            || s.compat.nearer()
+        {
             return self.build(nodes);
         }
         let addrs = self.validate(&nodes)?;
@@ -319,7 +323,10 @@ mod tests {
         assert!(a.points().eq(b.points()), "{what}: points differ");
         assert_eq!(a.collisions, b.collisions, "{what}: collisions differ");
         assert_eq!(a.label_index, b.label_index, "{what}: label indexes differ");
-        if a.compat().requirement_obstacle().is_none() && a.label_names().next().is_some() {
+        if a.compat().requirement_obstacle().is_none()
+            && !a.compat().nearer()
+            && a.label_names().next().is_some()
+        {
             assert!(a.has_label_index(), "{what}: the nodes carry a label");
         }
         assert_eq!(a.live(), b.live(), "{what}");
@@ -430,7 +437,7 @@ mod tests {
             let scheme = Scheme::ALL[scheme];
             let layout = Layout::ALL[layout];
             let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-            let multiple = if scheme.is_memcached() { 160 } else { rng.random_range(1..200) };
+            let multiple = scheme.fixed_point_multiple().unwrap_or_else(|| rng.random_range(1..200));
             let b = RingBuilder::new().compat(scheme).layout(layout).point_multiple(multiple);
             let mut list: Vec<Node> = if scheme.requirement_obstacle().is_none() {
                 nodes(&mut rng, n)

@@ -26,6 +26,10 @@ impl Ring {
             return None;
         }
         let mut pos = self.points.search(hash);
+        if self.nearer() {
+            let mut c = self.cursor_near(hash, pos, serving);
+            return self.step_required(&mut c, eligible, mask);
+        }
         if !self.label_index.is_empty() {
             let d = self.label_index.next(pos, len, mask, len)?;
             pos = if pos + d >= len {
@@ -50,6 +54,9 @@ impl Ring {
         } else {
             (self.points.search(hash), serving)
         };
+        if self.nearer() && limit > 0 {
+            return self.cursor_near(hash, pos, limit);
+        }
         self.cursor_at(pos, limit)
     }
 
@@ -89,6 +96,9 @@ impl Ring {
                 })
             }
         };
+        if self.nearer() {
+            return self.advance_near(c, winner);
+        }
         if self.label_index.is_empty() {
             return self.advance_with(c, |_, _| Some(0), winner);
         }

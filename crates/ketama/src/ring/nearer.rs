@@ -1,0 +1,91 @@
+//! HAProxy's lookup (`chash_get_server_hash`): a key goes to the nearer of
+//! the points before and after its hash, the point before on a tie, and a
+//! down node's points are as absent. Failover walks go outward from the
+//! hash in both directions at once, always taking the nearer of the next
+//! point forward and the next point backward (backward on a tie): the
+//! first serving node such a walk meets with some nodes skipped is where
+//! HAProxy sends the key with those nodes down. No layout changes: a
+//! lookup reads one more point (the one before) than a successor lookup.
+
+use super::lookup::FailoverCursor;
+use super::Ring;
+
+impl Ring {
+    /// Whether lookups take the nearer point ([`crate::Scheme::nearer`]).
+    #[inline(always)]
+    pub(crate) fn nearer(&self) -> bool {
+        self.settings().compat.nearer()
+    }
+
+    /// The node for `hash` whose first point at or after it is `pos`.
+    /// The ring must not be empty.
+    #[inline]
+    pub(crate) fn nearer_index(&self, hash: u32, pos: usize) -> Option<usize> {
+        let p = &self.points;
+        let prev = if pos == 0 { p.len() - 1 } else { pos - 1 };
+        let at = if hash.wrapping_sub(p.hash(prev)) <= p.hash(pos).wrapping_sub(hash) {
+            prev
+        } else {
+            pos
+        };
+        let n = p.node(at);
+        if !self.is_down(n) {
+            return Some(n);
+        }
+        let mut c = self.cursor_near(hash, pos, self.live());
+        self.step(&mut c)
+    }
+
+    /// A walk by distance from `hash` (whose first point at or after it is
+    /// `pos`) that stops after `limit` distinct nodes.
+    pub(crate) fn cursor_near(&self, hash: u32, pos: usize, limit: usize) -> FailoverCursor {
+        let mut c = self.cursor_at(pos, limit);
+        let len = self.points.len();
+        c.back = if pos == 0 {
+            len.saturating_sub(1)
+        } else {
+            pos - 1
+        };
+        c.hash = hash;
+        c
+    }
+
+    /// The next distinct serving node of a walk by distance; `winner(pos,
+    /// owner)` names the node serving point `pos` (or none).
+    #[inline]
+    pub(super) fn advance_near(
+        &self,
+        c: &mut FailoverCursor,
+        winner: impl Fn(usize, usize) -> Option<usize>,
+    ) -> Option<usize> {
+        let points = &self.points;
+        let len = points.len();
+        // Forward and backward cover disjoint points until, together,
+        // they have visited all `len`: `steps_left` counts both.
+        while c.steps_left > 0 && c.yielded < c.limit {
+            let forward = points.hash(c.pos).wrapping_sub(c.hash);
+            let backward = c.hash.wrapping_sub(points.hash(c.back));
+            let pos = if backward <= forward {
+                let p = c.back;
+                c.back = if p == 0 { len - 1 } else { p - 1 };
+                p
+            } else {
+                let p = c.pos;
+                c.pos = if p + 1 == len { 0 } else { p + 1 };
+                p
+            };
+            c.steps_left -= 1;
+            let Some(n) = winner(pos, points.node(pos)) else {
+                continue;
+            };
+            if self.is_down(n) {
+                continue;
+            }
+            if c.seen.insert(n, self.nodes().len()) {
+                c.yielded += 1;
+                return Some(n);
+            }
+        }
+        None
+    }
+}
