@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what building and testing need on a fresh Debian machine, once:
 # cmake (Pingora builds C dependencies with it), the real peers the tests
-# start (nginx as a TLS origin, curl and h2load as HTTP/2 clients, dnsmasq for DNS discovery, etcd for fleet control; nutcracker,
+# start (nginx as a TLS origin, curl and h2load as HTTP/2 clients, dnsmasq for DNS discovery, etcd for fleet control; HAProxy for the haproxy scheme; nutcracker,
 # memcached and libmemcached for the memcached schemes), a TrueType font for
 # charts, man (a test renders the generated man pages), headless Chromium
 # (a test renders the admin page), and Python's
@@ -13,6 +13,8 @@ command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v dnsmasq >/dev/null 2>&1 || need+=(dnsmasq-base)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
 command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
+# HAProxy: the golden traces of the haproxy scheme are rerun against it.
+command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
 command -v memcached >/dev/null 2>&1 || need+=(memcached)
 [ -e /usr/include/libmemcached/memcached.h ] || need+=(libmemcached-dev)
 command -v gcc >/dev/null 2>&1 || need+=(gcc)

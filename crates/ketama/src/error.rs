@@ -210,6 +210,15 @@ pub enum Error {
         /// The id.
         id: u32,
     },
+    /// A HAProxy configuration has no such backend, or several to choose
+    /// from.
+    #[error("{file}: {reason}")]
+    Backend {
+        /// The configuration file.
+        file: String,
+        /// What is missing and what to do.
+        reason: String,
+    },
     /// A line of a servers file could not be read.
     #[error("{file}:{line}: {reason}")]
     Syntax {

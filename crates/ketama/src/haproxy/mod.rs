@@ -23,6 +23,12 @@
 use std::fmt;
 use std::str::FromStr;
 
+mod config;
+mod key;
+
+pub use config::{parse_backend, Backend};
+pub use key::{header_key, UriKey};
+
 /// HAProxy's points per weight unit (`BE_WEIGHT_SCALE`).
 pub const POINTS_PER_WEIGHT: u32 = 16;
 
@@ -37,8 +43,10 @@ pub const MAX_ID: u32 = (1 << 20) - 1;
 /// `SRV_EWGHT_RANGE`: the id's stride in the point numbering.
 const ID_STRIDE: u32 = MAX_WEIGHT * POINTS_PER_WEIGHT;
 
-/// HAProxy's `full_hash` (Thomas Wang's 32-bit integer mix, `tools.h`):
-/// the points' hash and the `avalanche` modifier. A bijection.
+/// HAProxy's `full_hash` (`intops.h`, `__full_hash`: Bob Jenkins' 32-bit
+/// integer mix, then a multiplication by the prime 3221225473 "to spread
+/// values around the tree"): the points' hash and the `avalanche`
+/// modifier. A bijection (each step is invertible, the prime is odd).
 #[inline]
 pub fn full_hash(mut a: u32) -> u32 {
     a = a.wrapping_add(0x7ed5_5d16).wrapping_add(a << 12);
@@ -47,7 +55,7 @@ pub fn full_hash(mut a: u32) -> u32 {
     a = a.wrapping_add(0xd3a2_646c) ^ (a << 9);
     a = a.wrapping_add(0xfd70_46c5).wrapping_add(a << 3);
     a = (a ^ 0xb55a_4f09) ^ (a >> 16);
-    a
+    a.wrapping_mul(3_221_225_473)
 }
 
 /// The hash of point `j` of the server with id `id`.
