@@ -122,7 +122,7 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     if !hash.is_uniform() {
         writeln!(
             out,
-            "note: {hash} does not spread keys over all 2^32 hashes, so the shares above are the keyspace's, not your keys' (with twemproxy's crc32 every key hashes below 32768)"
+            "note: {hash} does not spread keys over all 2^32 hashes, so the shares above are the keyspace's, not your keys' (with twemproxy's crc32 every key hashes below 32768; HAProxy's sdbm, djb2 and wt6 without avalanche cluster similar keys)"
         )?;
     }
     writeln!(out, "predicted CV  {:.6}", a.predicted_cv)?;

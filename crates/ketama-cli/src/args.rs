@@ -11,8 +11,10 @@ use ketama::{
 /// How to build a ring: scheme, layout and point multiple.
 #[derive(Args, Debug, Clone)]
 pub struct RingArgs {
-    /// Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or
-    /// twemproxy (see --key-hash).
+    /// Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached,
+    /// twemproxy (see --key-hash) or haproxy (HAProxy's `hash-type
+    /// consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for
+    /// sdbm, djb2, wt6 or crc32).
     #[arg(long, default_value = "nginx")]
     pub compat: Scheme,
     /// twemproxy's key hash: md5, fnv1a_64 (twemproxy's default), fnv1a_32,
@@ -24,7 +26,7 @@ pub struct RingArgs {
     #[arg(long, default_value = "wide")]
     pub layout: Layout,
     /// Points per weight unit (at least 1; the memcached schemes take only
-    /// their own 160).
+    /// their own 160, haproxy only its 16, which the default stands for).
     #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
     pub point_multiple: u32,
 }
@@ -43,11 +45,15 @@ impl RingArgs {
 /// Refuses the memcached schemes for a command that varies the points per
 /// server (`sweep`, `recommend`): theirs are fixed.
 pub fn refuse_fixed_points(compat: Scheme, command: &str) -> anyhow::Result<()> {
-    if compat.is_memcached() {
+    if let Some(m) = compat.fixed_point_multiple() {
+        let what = if compat.is_memcached() {
+            format!("{m} on average")
+        } else {
+            format!("{m} per weight unit")
+        };
         bail!(
-            "--compat {compat}: {command} varies the points per server, which {} fixes at 160 on average; see its balance with `ketama analyze --compat {}`",
+            "--compat {compat}: {command} varies the points per server, which {} fixes at {what}; see its balance with `ketama analyze --compat {compat}`",
             compat.name(),
-            compat.name()
         );
     }
     Ok(())
@@ -64,6 +70,9 @@ pub fn with_key_hash(
         (c, None) => Ok(c),
         (Scheme::Twemproxy(_), Some(h)) => Ok(Scheme::Twemproxy(h)),
         (Scheme::Libmemcached, Some(KeyHash::Md5)) => Ok(Scheme::Libmemcached),
+        (Scheme::Haproxy(_), Some(h)) => bail!(
+            "{flag} {h} does not apply to haproxy: its hash function is part of the scheme's name, as in --compat haproxy:djb2+avalanche (sdbm, djb2, wt6 or crc32, optionally +avalanche)"
+        ),
         (c, Some(h)) => bail!(
             "{flag} {h} does not apply to {c}: the key hash is chosen only for twemproxy (--compat twemproxy {flag} {h}); {c} hashes keys with {}",
             if c == Scheme::Libmemcached { "md5" } else { "CRC-32" }
@@ -114,7 +123,7 @@ pub struct TwoRings {
     #[arg(long)]
     pub to: ServersPath,
     /// Scheme of the current ring: nginx, pingora-v1, pingora-v2,
-    /// libmemcached or twemproxy.
+    /// libmemcached, twemproxy or haproxy (as --compat).
     #[arg(long, default_value = "nginx")]
     pub from_compat: Scheme,
     /// twemproxy key hash of the current ring (as --key-hash).
@@ -126,8 +135,8 @@ pub struct TwoRings {
     /// Point multiple of the current ring (at least 1).
     #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
     pub from_point_multiple: u32,
-    /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached
-    /// or twemproxy.
+    /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached,
+    /// twemproxy or haproxy (as --compat).
     #[arg(long, default_value = "nginx")]
     pub to_compat: Scheme,
     /// twemproxy key hash of the new ring (as --key-hash).

@@ -58,9 +58,9 @@ pub fn run(args: DiffArgs) -> anyhow::Result<()> {
 
 fn sampled(args: &DiffArgs, from: &ketama::Ring, to: &ketama::Ring) -> anyhow::Result<()> {
     let (fh, th) = (from.compat().key_hash(), to.compat().key_hash());
-    let by = |c: ketama::Scheme| match c.is_memcached() {
-        true => c.key_hash().to_string(),
-        false => "CRC-32".to_string(),
+    let by = |c: ketama::Scheme| match c.key_hash() == ketama::Scheme::Nginx.key_hash() {
+        true => "CRC-32".to_string(),
+        false => c.key_hash().to_string(),
     };
     let why = if fh != th {
         format!(

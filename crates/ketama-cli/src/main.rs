@@ -12,6 +12,7 @@ mod bench;
 mod diff;
 mod fleet;
 mod generate;
+mod import;
 mod migrate_plan;
 mod plot;
 mod recommend;
@@ -57,6 +58,9 @@ enum Command {
     /// Steer a fleet of ketama-routers through etcd: push the routing
     /// config, set the rollout, see what every router applied.
     Fleet(fleet::FleetArgs),
+    /// Write a ketama servers file from another proxy's configuration
+    /// (HAProxy's `server` lines).
+    Import(import::ImportArgs),
     /// Write the man pages or shell completions (for packagers).
     #[command(hide = true)]
     Generate(generate::GenerateArgs),
@@ -74,6 +78,7 @@ fn main() -> ExitCode {
         Command::MigratePlan(a) => migrate_plan::run(a),
         Command::Simulate(a) => simulate::run(a),
         Command::Fleet(a) => fleet::run(a),
+        Command::Import(a) => import::run(a),
         Command::Generate(a) => generate::run(a),
     };
     match result {

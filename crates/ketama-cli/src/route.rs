@@ -34,8 +34,8 @@ pub struct RouteArgs {
     /// Servers file of a new ring to migrate to; prints `SERVER<TAB>old|new`.
     #[arg(long, requires = "rollout")]
     to: Option<ServersPath>,
-    /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached
-    /// or twemproxy.
+    /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached,
+    /// twemproxy or haproxy (as --compat).
     #[arg(long, default_value = "nginx", requires = "to")]
     to_compat: Scheme,
     /// twemproxy key hash of the new ring (as --key-hash).

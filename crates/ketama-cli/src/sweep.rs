@@ -30,7 +30,8 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and
-    /// twemproxy fix their points per server, so there is nothing to vary).
+    /// twemproxy fix their points per server and haproxy its 16 per weight
+    /// unit, so there is nothing to vary).
     #[arg(long, default_value = "nginx")]
     compat: Scheme,
     /// CSV output.

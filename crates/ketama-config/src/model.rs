@@ -330,6 +330,9 @@ pub struct KeySection {
     pub source: String,
     /// The header, with `source = "header"`.
     pub header: Option<String>,
+    /// HAProxy's `balance` line instead of `source`: `uri [path-only]
+    /// [whole] [depth N] [len N]` or `hdr(NAME)`.
+    pub balance: Option<String>,
 }
 
 impl Default for KeySection {
@@ -337,6 +340,7 @@ impl Default for KeySection {
         KeySection {
             source: "path_query".into(),
             header: None,
+            balance: None,
         }
     }
 }
@@ -356,6 +360,9 @@ pub struct BackendSection {
     /// Administratively down.
     #[serde(default)]
     pub down: bool,
+    /// HAProxy's server id (`[ring] compat = "haproxy"` only; without it,
+    /// HAProxy's counter rule over the backends' order).
+    pub id: Option<u32>,
     /// This backend's connect timeout (default: `server.connect_timeout_ms`).
     pub connect_timeout_ms: Option<u64>,
     /// This backend's read timeout (default: `server.read_timeout_ms`).

@@ -109,9 +109,13 @@ impl Plan {
         let nodes: Vec<Node> = backends
             .iter()
             .map(|b| {
-                Node::new(b.server.clone(), b.weight)
+                let n = Node::new(b.server.clone(), b.weight)
                     .with_down(b.down)
-                    .with_labels(b.labels.iter().cloned())
+                    .with_labels(b.labels.iter().cloned());
+                match b.overrides.as_ref().and_then(|o| o.id) {
+                    Some(id) => n.with_id(id),
+                    None => n,
+                }
             })
             .collect();
         let ring = build_ring(v, &backends, nodes.clone(), v.ring, reuse(v.ring), "ring")?;

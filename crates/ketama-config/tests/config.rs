@@ -50,8 +50,32 @@ fn errors_name_file_and_key() {
             "r.toml: server.trace_sample",
         ),
         (
-            "[ring]\ncompat = \"haproxy\"\n",
-            "r.toml: ring.compat: unknown compat \"haproxy\"",
+            "[ring]\ncompat = \"envoy\"\n",
+            "r.toml: ring.compat: unknown compat \"envoy\"",
+        ),
+        (
+            "[ring]\ncompat = \"haproxy:md5\"\n",
+            "r.toml: ring.compat: unknown compat \"haproxy:md5\"",
+        ),
+        (
+            "[key]\nbalance = \"uri deep 3\"\n",
+            "r.toml: key.balance: uri only accepts parameters 'len', 'depth', 'path-only', and 'whole' (got 'deep')",
+        ),
+        (
+            "[key]\nbalance = \"uri depth 0\"\n",
+            "r.toml: key.balance: uri: 'depth' expects a positive integer",
+        ),
+        (
+            "[key]\nbalance = \"hdr()\"\n",
+            "r.toml: key.balance: \"hdr()\": write hdr(NAME)",
+        ),
+        (
+            "[key]\nbalance = \"roundrobin\"\n",
+            "r.toml: key.balance: \"roundrobin\": ketama-router takes HAProxy's",
+        ),
+        (
+            "[key]\nsource = \"path\"\nbalance = \"uri\"\n",
+            "r.toml: key.balance: give either balance",
         ),
         (
             "[ring]\nlayout = \"tiny\"\n",

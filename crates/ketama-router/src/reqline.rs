@@ -59,6 +59,8 @@ pub struct RequestLine<'a> {
     pub empty_path: bool,
     /// The authority of an absolute-form target.
     pub authority: Option<&'a [u8]>,
+    /// The whole target as sent (HAProxy's `balance uri` hashes it).
+    pub target: &'a [u8],
     /// Whether it is HTTP/1.1 (or a later 1.x, which nginx serves as
     /// 1.1); HTTP/1.0 otherwise.
     pub http11: bool,
@@ -92,6 +94,9 @@ pub struct Sent {
     pub forward: Vec<u8>,
     /// An absolute-form target's authority: it stands for `Host`.
     pub authority: Option<Vec<u8>>,
+    /// An absolute-form target as sent, scheme and authority included
+    /// (HAProxy's `balance uri` hashes it).
+    pub absolute: Option<Vec<u8>>,
 }
 
 /// The request line to hand Pingora's parser in place of a line that is
@@ -128,6 +133,7 @@ pub fn rewrite(l: &RequestLine<'_>) -> (Vec<u8>, Option<Sent>) {
         request_uri: l.request_uri.to_vec(),
         forward: forward.into_owned(),
         authority: l.authority.map(<[u8]>::to_vec),
+        absolute: l.authority.map(|_| l.target.to_vec()),
     });
     (out, sent)
 }
@@ -180,6 +186,7 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
         i += 1;
     }
     plain &= i == spaces + 1;
+    let target_start = i;
     let (mut authority, mut empty_path) = (None, false);
     let uri_start;
     match at(i) {
@@ -241,6 +248,7 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
                         request_uri: &line[slash..slash + 1],
                         empty_path: false,
                         authority,
+                        target: &line[target_start..i],
                         http11: version,
                         plain,
                     });
@@ -280,6 +288,7 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
         request_uri,
         empty_path,
         authority,
+        target: &line[target_start..i],
         http11,
         plain,
     })

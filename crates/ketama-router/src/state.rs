@@ -95,6 +95,12 @@ pub enum Key {
     HostPath,
     /// A header's value.
     Header(HeaderName),
+    /// HAProxy's `balance uri ...`: the target as sent (scheme and
+    /// authority included for absolute-form and HTTP/2), cut as HAProxy
+    /// cuts it.
+    HaproxyUri(ketama::haproxy::UriKey),
+    /// HAProxy's `balance hdr(NAME)`: the header's first value.
+    HaproxyHeader(HeaderName),
 }
 
 /// Everything a request needs.
@@ -297,6 +303,8 @@ impl RoutingState {
             KeySource::Path => Key::Path,
             KeySource::HostPath => Key::HostPath,
             KeySource::Header(h) => Key::Header(header(h, "key.header")?),
+            KeySource::HaproxyUri(u) => Key::HaproxyUri(*u),
+            KeySource::HaproxyHeader(h) => Key::HaproxyHeader(header(h, "key.balance")?),
         };
         let balance = v.balance.map(|factor| Balance {
             factor,

@@ -6,65 +6,14 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
 use std::time::Duration;
 
+use common::echo::echo_origin;
 use common::tls::Nginx;
 use common::*;
 use rand::{Rng, SeedableRng};
-
-/// An origin that answers every request with `saw PORT LINE`, the request
-/// line as it arrived (a body is read by its Content-Length), on
-/// keep-alive connections.
-fn echo_origin() -> SocketAddr {
-    let l = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = l.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for c in l.incoming().flatten() {
-            std::thread::spawn(move || {
-                let mut r = BufReader::new(c.try_clone().unwrap());
-                let mut w = c;
-                loop {
-                    let mut line = Vec::new();
-                    if r.read_until(b'\n', &mut line).unwrap_or(0) == 0 {
-                        return;
-                    }
-                    if line.trim_ascii().is_empty() {
-                        continue;
-                    }
-                    let mut length = 0usize;
-                    loop {
-                        let mut h = Vec::new();
-                        if r.read_until(b'\n', &mut h).unwrap_or(0) == 0
-                            || h.trim_ascii().is_empty()
-                        {
-                            break;
-                        }
-                        let h = String::from_utf8_lossy(&h).to_ascii_lowercase();
-                        if let Some(v) = h.strip_prefix("content-length:") {
-                            length = v.trim().parse().unwrap_or(0);
-                        }
-                    }
-                    let mut body = vec![0u8; length];
-                    if r.read_exact(&mut body).is_err() {
-                        return;
-                    }
-                    let mut body = format!("saw {} ", addr.port()).into_bytes();
-                    body.extend_from_slice(line.trim_ascii());
-                    let mut resp =
-                        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len())
-                            .into_bytes();
-                    resp.extend_from_slice(&body);
-                    if w.write_all(&resp).is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
-}
 
 struct Pair {
     nginx: Nginx,

@@ -29,7 +29,7 @@ enum Form {
 }
 
 impl Form {
-    fn key<'a>(self, k: &'a [u8]) -> &'a [u8] {
+    fn key(self, k: &[u8]) -> &[u8] {
         match self {
             Form::Uri(u) => u.key(k),
             Form::Header => ketama::haproxy::header_key(k).expect("a key HAProxy hashes"),
@@ -88,11 +88,21 @@ fn replay(dir: &Path) -> (usize, usize, usize) {
         let (list, what) = stem.split_once('.').unwrap();
         let (scheme, form) = parse_what(what);
         let nodes = parse_servers(&read(dir, &format!("{list}.servers")), list.as_ref()).unwrap();
-        let keys: Vec<String> = read(dir, &format!("{stem}.keys")).lines().map(str::to_string).collect();
-        let want: Vec<String> = read(dir, &format!("{stem}.trace")).lines().map(str::to_string).collect();
+        let keys: Vec<String> = read(dir, &format!("{stem}.keys"))
+            .lines()
+            .map(str::to_string)
+            .collect();
+        let want: Vec<String> = read(dir, &format!("{stem}.trace"))
+            .lines()
+            .map(str::to_string)
+            .collect();
         assert_eq!(keys.len(), want.len(), "{stem}");
         for layout in Layout::ALL {
-            let ring = RingBuilder::new().compat(scheme).layout(layout).build(nodes.clone()).unwrap();
+            let ring = RingBuilder::new()
+                .compat(scheme)
+                .layout(layout)
+                .build(nodes.clone())
+                .unwrap();
             ketama::testing::check_invariants(&ring).unwrap();
             let mut mismatches = Vec::new();
             for (k, w) in keys.iter().zip(&want) {
@@ -136,7 +146,10 @@ fn the_lists_hold_what_the_issue_asks_for() {
         seen.0 |= nodes.iter().any(|n| n.weight() == 256) && nodes.iter().any(|n| n.weight() == 0);
         seen.1 |= nodes.len() >= 200;
         // An explicit id in the middle of the list, after servers without one.
-        seen.2 |= nodes.iter().position(|n| n.id().is_some()).is_some_and(|i| i > 0);
+        seen.2 |= nodes
+            .iter()
+            .position(|n| n.id().is_some())
+            .is_some_and(|i| i > 0);
         seen.3 |= nodes.iter().filter(|n| n.is_down()).count() >= 2;
     }
     assert_eq!(seen, (true, true, true, true));
@@ -150,7 +163,9 @@ fn routes_like_the_haproxy_running_now() {
     let dir = std::env::temp_dir().join(format!("ketama-haproxy-golden-{}", std::process::id()));
     let out = Command::new("python3")
         .arg(testdata().join("regen.py"))
-        .args(["--quick", "--keys", "300", "--ties", "4", "--seed", "11", "--out"])
+        .args([
+            "--quick", "--keys", "300", "--ties", "4", "--seed", "11", "--out",
+        ])
         .arg(&dir)
         .output()
         .expect("python3 must be installed (scripts/setup.sh)");

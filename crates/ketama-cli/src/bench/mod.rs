@@ -39,7 +39,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     pub(crate) rounds: usize,
     /// ketama's scheme (pingora rows always use their own): nginx,
-    /// pingora-v1, pingora-v2, libmemcached or twemproxy.
+    /// pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy.
     #[arg(long, default_value = "nginx")]
     pub(crate) compat: Scheme,
     /// twemproxy's key hash (as in `ketama route --key-hash`).

@@ -38,6 +38,11 @@ pub enum KeySource {
     HostPath,
     /// A header's value (lowercase name).
     Header(String),
+    /// HAProxy's `balance uri ...`: the target as sent, cut by its options.
+    HaproxyUri(ketama::haproxy::UriKey),
+    /// HAProxy's `balance hdr(NAME)`: the header's first value (lowercase
+    /// name).
+    HaproxyHeader(String),
 }
 
 /// When a label rule applies.
@@ -267,7 +272,8 @@ pub(super) fn ring_of(r: &RingSection, file: &str, key: &str) -> Result<RingSett
         compat,
         layout,
         point_multiple: r.point_multiple,
-    })
+    }
+    .normalized())
 }
 
 pub(super) fn addr(s: &str, file: &str, key: &str) -> Result<SocketAddr, ConfigError> {

@@ -57,6 +57,31 @@ pub fn with_sent_routing_key<R>(
         Key::PathQuery => f(path_query()),
         Key::Path => f(path()),
         Key::Header(h) => f(req.headers.get(h).map_or(&[][..], |v| v.as_bytes())),
+        // HAProxy falls back to round robin without a value; a ring routes
+        // the empty key, so such requests all go one way.
+        Key::HaproxyHeader(h) => f(req
+            .headers
+            .get(h)
+            .and_then(|v| ketama::haproxy::header_key(v.as_bytes()))
+            .unwrap_or(b"")),
+        Key::HaproxyUri(u) => {
+            if let Some(t) = sent.and_then(|s| s.absolute.as_deref()) {
+                return f(u.key(t));
+            }
+            match (req.uri.scheme_str(), req.uri.authority()) {
+                // HTTP/2: HAProxy hashes scheme://authority/path?query.
+                (Some(scheme), Some(authority)) => KEY_BUF.with(|buf| {
+                    let mut buf = buf.borrow_mut();
+                    buf.clear();
+                    buf.extend_from_slice(scheme.as_bytes());
+                    buf.extend_from_slice(b"://");
+                    buf.extend_from_slice(authority.as_str().as_bytes());
+                    buf.extend_from_slice(path_query());
+                    f(u.key(&buf))
+                }),
+                _ => f(u.key(path_query())),
+            }
+        }
         Key::HostPath => {
             let host = req
                 .headers

@@ -153,9 +153,23 @@ fn a_target_as_sent_is_the_key() {
         request_uri: b"?q#f".to_vec(),
         forward: b"/?q#f".to_vec(),
         authority: Some(b"example.test".to_vec()),
+        absolute: Some(b"http://example.test?q#f".to_vec()),
     };
     let key = |k: &Key| with_sent_routing_key(&r, Some(&sent), k, |b| b.to_vec());
     assert_eq!(key(&Key::PathQuery), b"?q#f");
+    // HAProxy's `balance uri` hashes the target as sent, up to its `?`.
+    let uri = |u| Key::HaproxyUri(u);
+    assert_eq!(
+        key(&uri(ketama::haproxy::UriKey::default())),
+        b"http://example.test"
+    );
+    let whole = ketama::haproxy::UriKey {
+        whole: true,
+        ..Default::default()
+    };
+    assert_eq!(key(&uri(whole)), b"http://example.test?q#f");
+    let h = Key::HaproxyHeader(http::HeaderName::from_static("host"));
+    assert_eq!(key(&h), b"example.test");
     assert_eq!(key(&Key::Path), b"/");
     assert_eq!(key(&Key::HostPath), b"example.test?q#f");
     assert_eq!(

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use ketama::{Layout, Node, Ring, RingBuilder};
 use ketama_router::origin::Origin;
 
+pub mod echo;
 pub mod tls;
 
 pub fn free_port() -> u16 {

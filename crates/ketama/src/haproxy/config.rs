@@ -39,33 +39,130 @@ pub struct Backend {
 
 /// Section keywords: a line starting with one opens a new section.
 const SECTIONS: &[&str] = &[
-    "global", "defaults", "frontend", "backend", "listen", "peers", "resolvers", "userlist",
-    "mailers", "program", "http-errors", "ring", "cache", "fcgi-app", "crt-store", "traces",
+    "global",
+    "defaults",
+    "frontend",
+    "backend",
+    "listen",
+    "peers",
+    "resolvers",
+    "userlist",
+    "mailers",
+    "program",
+    "http-errors",
+    "ring",
+    "cache",
+    "fcgi-app",
+    "crt-store",
+    "traces",
 ];
 
 /// Server parameters that take no argument and change nothing for a ring.
 const FLAGS: &[&str] = &[
-    "check", "no-check", "check-ssl", "no-check-ssl", "check-send-proxy", "check-via-socks4",
-    "ssl", "no-ssl", "no-verifyhost", "send-proxy", "send-proxy-v2", "send-proxy-v2-ssl",
-    "send-proxy-v2-ssl-cn", "no-send-proxy", "no-send-proxy-v2", "agent-check",
-    "no-agent-check", "non-stick", "stick", "tfo", "no-tfo", "allow-0rtt", "no-tls-tickets",
-    "tls-tickets", "force-sslv3", "force-tlsv10", "force-tlsv11", "force-tlsv12",
-    "force-tlsv13", "no-sslv3", "no-tlsv10", "no-tlsv11", "no-tlsv12", "no-tlsv13",
-    "ssl-reuse", "no-ssl-reuse", "no-backup",
+    "check",
+    "no-check",
+    "check-ssl",
+    "no-check-ssl",
+    "check-send-proxy",
+    "check-via-socks4",
+    "ssl",
+    "no-ssl",
+    "no-verifyhost",
+    "send-proxy",
+    "send-proxy-v2",
+    "send-proxy-v2-ssl",
+    "send-proxy-v2-ssl-cn",
+    "no-send-proxy",
+    "no-send-proxy-v2",
+    "agent-check",
+    "no-agent-check",
+    "non-stick",
+    "stick",
+    "tfo",
+    "no-tfo",
+    "allow-0rtt",
+    "no-tls-tickets",
+    "tls-tickets",
+    "force-sslv3",
+    "force-tlsv10",
+    "force-tlsv11",
+    "force-tlsv12",
+    "force-tlsv13",
+    "no-sslv3",
+    "no-tlsv10",
+    "no-tlsv11",
+    "no-tlsv12",
+    "no-tlsv13",
+    "ssl-reuse",
+    "no-ssl-reuse",
+    "no-backup",
 ];
 
 /// Server parameters that take one argument and change nothing for a ring.
 const WITH_ARG: &[&str] = &[
-    "inter", "fastinter", "downinter", "rise", "fall", "maxconn", "maxqueue", "minconn",
-    "slowstart", "port", "addr", "cookie", "verify", "verifyhost", "sni", "alpn", "npn",
-    "ca-file", "crt", "crl-file", "ciphers", "ciphersuites", "curves", "sigalgs",
-    "client-sigalgs", "proto", "resolvers", "resolve-prefer", "resolve-net",
-    "resolve-opts", "init-addr", "observe", "on-error", "on-marked-down", "on-marked-up",
-    "error-limit", "agent-port", "agent-inter", "agent-addr", "agent-send", "pool-max-conn",
-    "pool-low-conn", "pool-purge-delay", "max-reuse", "source", "namespace", "check-sni",
-    "check-alpn", "check-proto", "redir", "track", "socks4", "ssl-min-ver", "ssl-max-ver",
-    "ws", "log-proto", "tcp-ut", "set-proxy-v2-tlv-fmt", "shard", "hash-key", "guid",
-    "check-reuse-pool", "sni-auto",
+    "inter",
+    "fastinter",
+    "downinter",
+    "rise",
+    "fall",
+    "maxconn",
+    "maxqueue",
+    "minconn",
+    "slowstart",
+    "port",
+    "addr",
+    "cookie",
+    "verify",
+    "verifyhost",
+    "sni",
+    "alpn",
+    "npn",
+    "ca-file",
+    "crt",
+    "crl-file",
+    "ciphers",
+    "ciphersuites",
+    "curves",
+    "sigalgs",
+    "client-sigalgs",
+    "proto",
+    "resolvers",
+    "resolve-prefer",
+    "resolve-net",
+    "resolve-opts",
+    "init-addr",
+    "observe",
+    "on-error",
+    "on-marked-down",
+    "on-marked-up",
+    "error-limit",
+    "agent-port",
+    "agent-inter",
+    "agent-addr",
+    "agent-send",
+    "pool-max-conn",
+    "pool-low-conn",
+    "pool-purge-delay",
+    "max-reuse",
+    "source",
+    "namespace",
+    "check-sni",
+    "check-alpn",
+    "check-proto",
+    "redir",
+    "track",
+    "socks4",
+    "ssl-min-ver",
+    "ssl-max-ver",
+    "ws",
+    "log-proto",
+    "tcp-ut",
+    "set-proxy-v2-tlv-fmt",
+    "shard",
+    "hash-key",
+    "guid",
+    "check-reuse-pool",
+    "sni-auto",
 ];
 
 /// What a `server` or `default-server` line sets that a ring needs.
@@ -135,15 +232,20 @@ pub fn parse_backend(text: &str, file: &Path, backend: Option<&str>) -> Result<B
             && backend.is_none_or(|b| b == section.1);
         let args = || words[1..].join(" ");
         match first.as_str() {
-            "default-server" if in_defaults => def_params = read_params(&words[1..], def_params).map_err(&syntax)?,
-            "default-server" if ours => params = read_params(&words[1..], params).map_err(&syntax)?,
+            "default-server" if in_defaults => {
+                def_params = read_params(&words[1..], def_params).map_err(&syntax)?
+            }
+            "default-server" if ours => {
+                params = read_params(&words[1..], params).map_err(&syntax)?
+            }
             "hash-type" if in_defaults => def_hash = Some(args()),
             "balance" if in_defaults => def_balance = Some(args()),
             "hash-type" if ours => out.as_mut().unwrap().hash_type = Some(args()),
             "balance" if ours => out.as_mut().unwrap().balance = Some(args()),
-            "server-template" if ours => {
-                return Err(syntax("server-template makes servers ketama cannot list: write them out as server lines".into()))
-            }
+            "server-template" if ours => return Err(syntax(
+                "server-template makes servers ketama cannot list: write them out as server lines"
+                    .into(),
+            )),
             "server" if in_backend => {
                 if !found.contains(&section.1) {
                     found.push(section.1.clone());
@@ -162,7 +264,8 @@ pub fn parse_backend(text: &str, file: &Path, backend: Option<&str>) -> Result<B
                     )));
                 }
                 seen.push((server.clone(), line));
-                let mut node = Node::new(server, p.weight.unwrap_or(1)).with_down(p.disabled.unwrap_or(false));
+                let mut node =
+                    Node::new(server, p.weight.unwrap_or(1)).with_down(p.disabled.unwrap_or(false));
                 if let Some(id) = p.id {
                     node = node.with_id(id);
                 }
@@ -176,20 +279,30 @@ pub fn parse_backend(text: &str, file: &Path, backend: Option<&str>) -> Result<B
         (_, Some(name)) => {
             return Err(Error::Backend {
                 file,
-                reason: format!("no backend or listen section named {name:?}; the ones with servers: {}", list(&found)),
+                reason: format!(
+                    "no backend or listen section named {name:?}; the ones with servers: {}",
+                    list(&found)
+                ),
             })
         }
         _ => {
             return Err(Error::Backend {
                 file,
-                reason: format!("no backend or listen section with servers (found: {})", list(&found)),
+                reason: format!(
+                    "no backend or listen section with servers (found: {})",
+                    list(&found)
+                ),
             })
         }
     };
     if backend.is_none() && found.len() > 1 {
         return Err(Error::Backend {
             file,
-            reason: format!("{} sections have servers ({}): name one with --backend", found.len(), list(&found)),
+            reason: format!(
+                "{} sections have servers ({}): name one with --backend",
+                found.len(),
+                list(&found)
+            ),
         });
     }
     if b.nodes.is_empty() {
@@ -232,7 +345,9 @@ fn address(a: &str) -> String {
     let a = a.strip_prefix("ipv4@").unwrap_or(a);
     if let Some(v6) = a.strip_prefix("ipv6@") {
         return match v6.rsplit_once(':') {
-            Some((ip, port)) if port.bytes().all(|c| c.is_ascii_digit()) && ip.contains(':') => format!("[{ip}]:{port}"),
+            Some((ip, port)) if port.bytes().all(|c| c.is_ascii_digit()) && ip.contains(':') => {
+                format!("[{ip}]:{port}")
+            }
             _ => format!("[{v6}]"),
         };
     }
@@ -376,22 +491,44 @@ mod tests {
     #[test]
     fn refuses_what_it_does_not_understand_naming_the_line() {
         let e = |cfg: &str, name: Option<&str>| parse(cfg, name).unwrap_err().to_string();
-        assert!(e("backend b\n server a 1.1.1.1:80\n server c 1.1.1.2:80 frobnicate 3\n", None)
-            .starts_with("h.cfg:3: unknown server parameter \"frobnicate\""));
+        assert!(e(
+            "backend b\n server a 1.1.1.1:80\n server c 1.1.1.2:80 frobnicate 3\n",
+            None
+        )
+        .starts_with("h.cfg:3: unknown server parameter \"frobnicate\""));
         assert!(e("backend b\n server a 1.1.1.1:80 backup\n", None).contains("h.cfg:2: `backup`"));
-        assert!(e("backend b\n server-template s 3 x:80\n", None).contains("h.cfg:2: server-template"));
-        assert!(e("backend b\n server a 1.1.1.1:80 weight 300\n", None).contains("HAProxy takes 0 to 256"));
-        assert!(e("backend b\n server a 1.1.1.1:80\n server b 1.1.1.1:80\n", None).contains("h.cfg:3: address 1.1.1.1:80 is already server line 2's"));
-        assert!(e("backend b\n server a 1.1.1.1:80\nbackend c\n server a 1.1.1.1:80\n", None).contains("name one with --backend"));
-        assert!(e("backend b\n server a 1.1.1.1:80\n", Some("z")).contains("no backend or listen section named \"z\"; the ones with servers: b"));
-        assert!(e("backend b\n server a \"1.1.1.1:80\n", None).contains("h.cfg:2: a quote is not closed"));
+        assert!(
+            e("backend b\n server-template s 3 x:80\n", None).contains("h.cfg:2: server-template")
+        );
+        assert!(e("backend b\n server a 1.1.1.1:80 weight 300\n", None)
+            .contains("HAProxy takes 0 to 256"));
+        assert!(e(
+            "backend b\n server a 1.1.1.1:80\n server b 1.1.1.1:80\n",
+            None
+        )
+        .contains("h.cfg:3: address 1.1.1.1:80 is already server line 2's"));
+        assert!(e(
+            "backend b\n server a 1.1.1.1:80\nbackend c\n server a 1.1.1.1:80\n",
+            None
+        )
+        .contains("name one with --backend"));
+        assert!(e("backend b\n server a 1.1.1.1:80\n", Some("z"))
+            .contains("no backend or listen section named \"z\"; the ones with servers: b"));
+        assert!(e("backend b\n server a \"1.1.1.1:80\n", None)
+            .contains("h.cfg:2: a quote is not closed"));
     }
 
     #[test]
     fn hash_types_name_their_schemes() {
         assert_eq!(scheme_of("consistent").unwrap().to_string(), "haproxy");
-        assert_eq!(scheme_of("consistent sdbm").unwrap().to_string(), "haproxy:sdbm");
-        assert_eq!(scheme_of("consistent crc32 avalanche").unwrap().to_string(), "haproxy:crc32+avalanche");
+        assert_eq!(
+            scheme_of("consistent sdbm").unwrap().to_string(),
+            "haproxy:sdbm"
+        );
+        assert_eq!(
+            scheme_of("consistent crc32 avalanche").unwrap().to_string(),
+            "haproxy:crc32+avalanche"
+        );
         assert_eq!(scheme_of("map-based"), None);
     }
 }

@@ -108,7 +108,8 @@ fn path_of(uri: &[u8]) -> &[u8] {
         _ => {}
     }
     let mut i = 1;
-    while i < uri.len() && (uri[i].is_ascii_alphanumeric() || matches!(uri[i], b'+' | b'-' | b'.')) {
+    while i < uri.len() && (uri[i].is_ascii_alphanumeric() || matches!(uri[i], b'+' | b'-' | b'.'))
+    {
         i += 1;
     }
     if !uri[i..].starts_with(b"://") {
@@ -131,17 +132,46 @@ mod tests {
         let d = UriKey::default();
         assert_eq!(k(d, "/a/b?q=1"), "/a/b");
         assert_eq!(k(UriKey { whole: true, ..d }, "/a/b?q=/1"), "/a/b?q=/1");
-        assert_eq!(k(UriKey { depth: Some(1), ..d }, "/a/b/c"), "/a");
-        assert_eq!(k(UriKey { depth: Some(3), ..d }, "/a/b"), "/a/b");
+        assert_eq!(
+            k(
+                UriKey {
+                    depth: Some(1),
+                    ..d
+                },
+                "/a/b/c"
+            ),
+            "/a"
+        );
+        assert_eq!(
+            k(
+                UriKey {
+                    depth: Some(3),
+                    ..d
+                },
+                "/a/b"
+            ),
+            "/a/b"
+        );
         assert_eq!(k(UriKey { len: Some(3), ..d }, "/abcdef"), "/ab");
         // depth counts the slashes of an absolute-form target's scheme.
-        assert_eq!(k(UriKey { depth: Some(2), ..d }, "http://h/a/b"), "http://h");
-        let p = UriKey { path_only: true, ..d };
+        assert_eq!(
+            k(
+                UriKey {
+                    depth: Some(2),
+                    ..d
+                },
+                "http://h/a/b"
+            ),
+            "http://h"
+        );
+        let p = UriKey {
+            path_only: true,
+            ..d
+        };
         assert_eq!(k(p, "http://h.example:8080/x/y?z"), "/x/y");
         assert_eq!(k(p, "http://h.example"), "");
         assert_eq!(k(p, "h.example:443"), "");
         assert_eq!(k(p, "*"), "");
         assert_eq!(k(p, "/x?y"), "/x");
     }
-
 }

@@ -1,0 +1,214 @@
+//! ketama-router against a live HAProxy 2.6 in front of the same origins
+//! (weights, explicit ids, a disabled server): with `[ring] compat =
+//! "haproxy..."` and `[key] balance` the router must send every request to
+//! the origin HAProxy sends it to, for `balance uri` and its options and
+//! for `balance hdr(NAME)`, origin-form and absolute-form targets alike.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common::echo::echo_origin;
+use common::*;
+use rand::{Rng, SeedableRng};
+
+/// (weight, id, disabled) of each origin, in configuration order.
+const SERVERS: [(u32, Option<u32>, bool); 7] = [
+    (1, None, false),
+    (3, Some(9), false),
+    (2, None, false),
+    (1, None, true),
+    (5, Some(2), false),
+    (1, None, false),
+    (12, None, false),
+];
+
+struct Haproxy {
+    child: Child,
+    addr: SocketAddr,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Haproxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn haproxy(origins: &[SocketAddr], hash_type: &str, balance: &str) -> Haproxy {
+    let addr = free_addr();
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = format!(
+        "defaults\n  mode http\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\nfrontend fe\n  bind {addr}\n  default_backend b\nbackend b\n  balance {balance}\n  hash-type {hash_type}\n"
+    );
+    for (i, (o, (w, id, disabled))) in origins.iter().zip(SERVERS).enumerate() {
+        cfg += &format!("  server s{i} {o} weight {w}");
+        if let Some(id) = id {
+            cfg += &format!(" id {id}");
+        }
+        if disabled {
+            cfg += " disabled";
+        }
+        cfg.push('\n');
+    }
+    let path = dir.path().join("haproxy.cfg");
+    std::fs::write(&path, cfg).unwrap();
+    let child = Command::new("haproxy")
+        .arg("-f")
+        .arg(&path)
+        .arg("-db")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("haproxy must be installed (scripts/setup.sh)");
+    wait_for(Duration::from_secs(15), || TcpStream::connect(addr).is_ok());
+    Haproxy {
+        child,
+        addr,
+        _dir: dir,
+    }
+}
+
+fn router(origins: &[SocketAddr], compat: &str, balance: &str) -> (RouterProc, tempfile::TempDir) {
+    let (r, dir, _) = router_from(|proxy, admin, _| {
+        let mut s = format!(
+            "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\ncompat = \"{compat}\"\nlayout = \"compact\"\n\n[key]\nbalance = \"{balance}\"\n\n[health]\nenabled = false\n"
+        );
+        for (o, (w, id, disabled)) in origins.iter().zip(SERVERS) {
+            s += &format!("\n[[backends]]\naddress = \"{o}\"\nweight = {w}\ndown = {disabled}\n");
+            if let Some(id) = id {
+                s += &format!("id = {id}\n");
+            }
+        }
+        s
+    });
+    (r, dir)
+}
+
+/// The origin port that answered a request, or the status if not 200.
+fn answer(addr: SocketAddr, req: &[u8]) -> String {
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.write_all(req).unwrap();
+    let mut out = Vec::new();
+    let _ = c.read_to_end(&mut out);
+    let text = String::from_utf8_lossy(&out);
+    if !text.starts_with("HTTP/1.1 200") {
+        return text.lines().next().unwrap_or("closed").to_string();
+    }
+    let body = text.split("\r\n\r\n").nth(1).unwrap_or("");
+    body.split(' ').nth(1).unwrap_or("?").to_string()
+}
+
+const CHARS: &[u8] =
+    b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-._~!$&'()*+,;=:@";
+
+fn target(rng: &mut impl Rng) -> String {
+    let mut t = String::new();
+    // The router refuses what nginx refuses (`%00` in the path, dot
+    // segments above the root) where HAProxy forwards it: such targets
+    // are left out, the rest must route alike.
+    for _ in 0..rng.random_range(1..5) {
+        t.push('/');
+        t.push(CHARS[rng.random_range(0..26)] as char);
+        for _ in 0..rng.random_range(0..10) {
+            if rng.random_bool(0.1) {
+                t += &format!("%{:02X}", rng.random_range(1..=255u8));
+            } else {
+                t.push(CHARS[rng.random_range(0..CHARS.len())] as char);
+            }
+        }
+    }
+    if rng.random_bool(0.4) {
+        t += &format!("?q={}&r=/{}", rng.random::<u16>(), rng.random::<u8>());
+    }
+    t
+}
+
+/// Sends 300 requests to both and returns the ones answered differently.
+fn compare(hash_type: &str, balance: &str, compat: &str, header: bool) -> Vec<String> {
+    let origins: Vec<SocketAddr> = SERVERS.iter().map(|_| echo_origin()).collect();
+    let h = haproxy(&origins, hash_type, balance);
+    let (r, _dir) = router(&origins, compat, balance);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(27);
+    let mut diffs = Vec::new();
+    let mut ports = std::collections::HashSet::new();
+    for i in 0..300 {
+        let t = target(&mut rng);
+        let (line, host) = if !header && i % 5 == 0 {
+            (
+                format!("http://h{}.example{t}", i % 3),
+                format!("h{}.example", i % 3),
+            )
+        } else {
+            (t.clone(), "x.test".to_string())
+        };
+        let extra = if header {
+            format!("X-Key: k{}\r\n", &t[1..].replace('/', " ,"))
+        } else {
+            String::new()
+        };
+        let req =
+            format!("GET {line} HTTP/1.1\r\nHost: {host}\r\n{extra}Connection: close\r\n\r\n");
+        let (a, b) = (
+            answer(h.addr, req.as_bytes()),
+            answer(r.proxy, req.as_bytes()),
+        );
+        ports.insert(a.clone());
+        if a != b {
+            diffs.push(format!("{req:?}: haproxy {a}, router {b}"));
+        }
+    }
+    // The requests reached most origins (the disabled one gets none).
+    assert!(ports.len() >= 5, "{balance}: only {ports:?}");
+    diffs
+}
+
+#[test]
+fn routes_300_urls_as_a_live_haproxy_with_balance_uri() {
+    let d = compare("consistent", "uri", "haproxy", false);
+    assert!(
+        d.is_empty(),
+        "{} differences, first: {:?}",
+        d.len(),
+        &d[..d.len().min(3)]
+    );
+}
+
+#[test]
+fn routes_as_haproxy_with_uri_options_and_other_hash_functions() {
+    let d = compare(
+        "consistent djb2 avalanche",
+        "uri path-only whole depth 2",
+        "haproxy:djb2+avalanche",
+        false,
+    );
+    assert!(
+        d.is_empty(),
+        "{} differences, first: {:?}",
+        d.len(),
+        &d[..d.len().min(3)]
+    );
+    let d = compare("consistent crc32", "uri len 9", "haproxy:crc32", false);
+    assert!(
+        d.is_empty(),
+        "{} differences, first: {:?}",
+        d.len(),
+        &d[..d.len().min(3)]
+    );
+}
+
+#[test]
+fn routes_as_haproxy_with_balance_hdr() {
+    let d = compare("consistent", "hdr(X-Key)", "haproxy", true);
+    assert!(
+        d.is_empty(),
+        "{} differences, first: {:?}",
+        d.len(),
+        &d[..d.len().min(3)]
+    );
+}
