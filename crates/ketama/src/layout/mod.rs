@@ -304,6 +304,19 @@ impl Points {
         }
     }
 
+    /// [`search`](Self::search), with the found point's hash and the hash
+    /// of the point before it (HAProxy's lookup compares the two). The
+    /// ring must not be empty. `O(log P)`, `O(1)` expected in `Compact`.
+    #[inline]
+    pub(crate) fn search_near(&self, hash: u32) -> (usize, u32, u32) {
+        if let Points::Compact(c) = self {
+            return c.search_near(hash);
+        }
+        let pos = self.search(hash);
+        let prev = if pos == 0 { self.len() - 1 } else { pos - 1 };
+        (pos, self.hash(pos), self.hash(prev))
+    }
+
     /// [`search`](Self::search) for many hashes at once, written to `out`
     /// (same length). Groups of [`GROUP`] searches advance in lock step, so
     /// the memory loads of independent keys overlap instead of waiting on

@@ -37,10 +37,10 @@ impl Ring {
         if self.points.len() == 0 {
             return None;
         }
-        let pos = self.points.search(hash);
         if self.nearer() {
-            return self.nearer_index(hash, pos);
+            return self.nearer_index(hash);
         }
+        let pos = self.points.search(hash);
         let n = self.points.node(pos);
         if !self.is_down(n) {
             return Some(n);
@@ -60,18 +60,15 @@ impl Ring {
             out.resize(hashes.len(), None);
             return;
         }
+        if self.nearer() {
+            // The point before the found one decides too: one at a time.
+            out.extend(hashes.iter().map(|&h| self.nearer_index(h)));
+            return;
+        }
         let mut pos = [0usize; crate::layout::GROUP];
         for qs in hashes.chunks(crate::layout::GROUP) {
             let pos = &mut pos[..qs.len()];
             self.points.search_batch(qs, pos);
-            if self.nearer() {
-                out.extend(
-                    qs.iter()
-                        .zip(pos.iter())
-                        .map(|(&h, &p)| self.nearer_index(h, p)),
-                );
-                continue;
-            }
             out.extend(pos.iter().map(|&p| {
                 let n = self.points.node(p);
                 if self.is_down(n) {
@@ -122,14 +119,14 @@ impl Ring {
 
     /// A detached failover walk from a hash's point; see [`FailoverCursor`].
     pub fn failover_cursor(&self, hash: u32) -> FailoverCursor {
+        if self.nearer() && self.points.len() > 0 {
+            return self.cursor_near(hash, self.live());
+        }
         let pos = if self.points.len() == 0 {
             0
         } else {
             self.points.search(hash)
         };
-        if self.nearer() {
-            return self.cursor_near(hash, pos, self.live());
-        }
         self.cursor_at(pos, self.live())
     }
 
@@ -140,6 +137,8 @@ impl Ring {
             pos,
             back: 0,
             hash: 0,
+            near: [0; 2],
+            stale: 0,
             steps_left: self.points.len(),
             yielded: 0,
             limit,
@@ -251,7 +250,7 @@ impl Failover<'_> {
 /// # Ok::<(), ketama::Error>(())
 /// ```
 ///
-/// Cost: 128 bytes inline; it allocates only once a walk has yielded more
+/// Cost: 136 bytes inline; it allocates only once a walk has yielded more
 /// than 16 distinct nodes (then one bit per node).
 #[derive(Clone, Debug)]
 pub struct FailoverCursor {
@@ -263,6 +262,10 @@ pub struct FailoverCursor {
     pub(super) back: usize,
     /// The key's hash (walks by distance).
     pub(super) hash: u32,
+    /// The hashes of points `pos` and `back` (walks by distance), and
+    /// which of them (bit 0, bit 1) must be read again.
+    pub(super) near: [u32; 2],
+    pub(super) stale: u8,
     pub(super) steps_left: usize,
     pub(super) yielded: usize,
     /// The most distinct nodes the walk can yield: it stops there instead
@@ -326,5 +329,14 @@ impl Seen {
                 new
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod size {
+    /// The size [`super::FailoverCursor`]'s docs state: keep it true.
+    #[test]
+    fn a_cursor_is_136_bytes() {
+        assert_eq!(std::mem::size_of::<super::FailoverCursor>(), 136);
     }
 }

@@ -25,11 +25,11 @@ impl Ring {
         if len == 0 || serving == 0 {
             return None;
         }
-        let mut pos = self.points.search(hash);
         if self.nearer() {
-            let mut c = self.cursor_near(hash, pos, serving);
+            let mut c = self.cursor_near(hash, serving);
             return self.step_required(&mut c, eligible, mask);
         }
+        let mut pos = self.points.search(hash);
         if !self.label_index.is_empty() {
             let d = self.label_index.next(pos, len, mask, len)?;
             pos = if pos + d >= len {
@@ -55,7 +55,7 @@ impl Ring {
             (self.points.search(hash), serving)
         };
         if self.nearer() && limit > 0 {
-            return self.cursor_near(hash, pos, limit);
+            return self.cursor_near(hash, limit);
         }
         self.cursor_at(pos, limit)
     }

@@ -265,6 +265,73 @@ impl Compact {
         self.scan(pos, q, hash)
     }
 
+    /// The first point at or after `hash` (wrapping) with its hash, and
+    /// the hash of the point before it: what HAProxy's nearer-point lookup
+    /// compares. One search; the neighbours outside `hash`'s bucket are
+    /// found by scanning the upper bits to the next or previous set bit (a
+    /// word or two: `O(1)` expected), their buckets being their bit
+    /// positions less their indices.
+    pub(crate) fn search_near(&self, hash: u32) -> (usize, u32, u32) {
+        let q = (hash as u64 >> self.rem_bits) as usize;
+        let sample = self.sample(q >> self.sample_shift);
+        let pos = self.bucket_pos_from(sample, q);
+        let low = hash as u64 & mask(self.rem_bits);
+        let start = pos - q;
+        let end = start + self.bucket_len(pos);
+        let mut i = start;
+        while i < end && self.entry(i) >> self.node_bits < low {
+            i += 1;
+        }
+        // Point `i`'s hash given the bit `b` that stands for it.
+        let at_bit = |i: usize, b: usize| {
+            ((((b - i) as u64) << self.rem_bits) | self.entry(i) >> self.node_bits) as u32
+        };
+        let (at, at_hash) = if i < end {
+            (i, at_bit(i, q + i))
+        } else if end == self.len {
+            (0, self.hash(0))
+        } else {
+            // Past bucket q's closing zero, the next set bit is point end's.
+            let b = self.next_one(pos + (end - start) + 1);
+            (end, at_bit(end, b))
+        };
+        let prev_hash = if i > start {
+            at_bit(i - 1, q + i - 1)
+        } else if start == 0 {
+            self.hash(self.len - 1)
+        } else {
+            at_bit(start - 1, self.prev_one(pos))
+        };
+        (at, at_hash, prev_hash)
+    }
+
+    /// The first set bit of `upper` at or after `from` (one exists).
+    fn next_one(&self, from: usize) -> usize {
+        let mut w = from / 64;
+        let mut bits = self.upper[w] & (u64::MAX << (from % 64));
+        while bits == 0 {
+            w += 1;
+            bits = self.upper[w];
+        }
+        w * 64 + bits.trailing_zeros() as usize
+    }
+
+    /// The last set bit of `upper` before `before` (one exists).
+    fn prev_one(&self, before: usize) -> usize {
+        let mut w = before / 64;
+        let mut bits = if before % 64 == 0 {
+            w -= 1;
+            self.upper[w]
+        } else {
+            self.upper[w] & (u64::MAX >> (64 - before % 64))
+        };
+        while bits == 0 {
+            w -= 1;
+            bits = self.upper[w];
+        }
+        w * 64 + 63 - bits.leading_zeros() as usize
+    }
+
     /// The answer for `hash` in bucket `q`, whose first bit is `pos`: the
     /// first of its points at or after `hash`, else the next point in ring
     /// order (wrapping to 0).

@@ -78,6 +78,12 @@ fn check(hashes: &[u32], nodes: usize, queries: impl IntoIterator<Item = u32>) {
             i => i,
         };
         assert_eq!(c.search(q), want, "query {q:#x}");
+        let prev = if want == 0 { plain.len() - 1 } else { want - 1 };
+        assert_eq!(
+            c.search_near(q),
+            (want, plain[want], plain[prev]),
+            "search_near {q:#x}"
+        );
     }
 }
 
