@@ -1,5 +1,6 @@
 //! Consistent hashing at CDN scale, byte-identical to nginx's
-//! `hash $key consistent` and to pingora-ketama.
+//! `hash $key consistent`, pingora-ketama, libmemcached, twemproxy and
+//! HAProxy's `hash-type consistent` ([`haproxy`]).
 //!
 //! A [`Ring`] gives each [`Node`] `weight x point_multiple` points (a CRC-32
 //! chain, 160 per weight unit by default) on a 32-bit ring; a key goes to
@@ -49,6 +50,7 @@
 //! | for | use | costs |
 //! |---|---|---|
 //! | a server, its weight, labels, `down` | [`Node`], [`parse_servers`] | its strings + 56 B |
+//! | a HAProxy backend's servers, key forms | [`haproxy::parse_backend`], [`haproxy::UriKey`], [`haproxy::header_key`] | `O(lines)`, one pass over a key |
 //! | building a ring | [`RingBuilder`] with [`RingSettings`] ([`Scheme`], [`Layout`], point multiple) | `O(P)`, 16 B/point at the peak |
 //! | one key's node, a batch, failover order | [`Ring::node`], [`Ring::node_indices_for_hashes`], [`Ring::failover`] / [`FailoverCursor`] | one hash + one search |
 //! | only nodes carrying some labels | [`Requirement`], [`RequirementCache`] ([`subset`] explains how one ring serves every combination) | F bits/point for F labels (the label index), 1 bit/node a requirement (+ a dedicated ring for sets under 1/32 of the weight) |

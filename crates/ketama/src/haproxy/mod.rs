@@ -3,7 +3,8 @@
 //!
 //! - a server gets `weight x 16` points (`BE_WEIGHT_SCALE`; weights 0 to
 //!   256), point `j` at `full_hash(id x 4096 + j)` (`SRV_EWGHT_RANGE` is
-//!   256 x 16), where `id` is the server's `puid` ([`resolve_ids`]).
+//!   256 x 16), where `id` is the server's `puid` (given, or HAProxy's
+//!   counter rule, which a build applies).
 //!   [`full_hash`] is a bijection of 32-bit integers, so no two points of a
 //!   ring share a hash (ids stay below [`MAX_ID`] so that `id x 4096 + j`
 //!   does not wrap);
