@@ -7,7 +7,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{run, servers_file};
+use common::{refused, run, servers_file};
 use ketama::haproxy::UriKey;
 
 fn testdata() -> PathBuf {
@@ -119,79 +119,64 @@ fn import_writes_a_servers_file_that_routes_as_the_backend() {
 
 #[test]
 fn refusals_name_the_input_and_what_to_do() {
-    let bad = servers_file("backend b\n  server a 10.0.0.1:80\n  server b 10.0.0.2:80 weight 2 track other/b\n  server c 10.0.0.3:80 frob\n");
-    let (code, _, err) = run(&["import", "haproxy", bad.path().to_str().unwrap()], b"");
-    assert_ne!(code, 0);
-    assert!(
-        err.contains(":4: unknown server parameter \"frob\""),
-        "{err}"
+    let bad = servers_file(
+        "backend b\n  server a 10.0.0.1:80\n  server b 10.0.0.2:80 weight 2 track other/b\n  server c 10.0.0.3:80 frob\n",
     );
-    let (code, _, err) = run(&["import", "haproxy", "/nonexistent/haproxy.cfg"], b"");
-    assert_ne!(code, 0);
-    assert!(
-        err.contains("cannot read HAProxy configuration /nonexistent/haproxy.cfg"),
-        "{err}"
+    let bad = bad.path().to_str().unwrap();
+    refused(
+        &["import", "haproxy", bad],
+        b"",
+        ":4: unknown server parameter \"frob\"",
     );
-
+    refused(
+        &["import", "haproxy", "/nonexistent/haproxy.cfg"],
+        b"",
+        "cannot read HAProxy configuration /nonexistent/haproxy.cfg",
+    );
     let f = servers_file("10.0.0.1:80 id=3\n10.0.0.2:80 2\n");
-    let p = f.path().to_str().unwrap();
+    let heavy = servers_file("10.0.0.1:80 300\n");
+    let (p, h) = (f.path().to_str().unwrap(), heavy.path().to_str().unwrap());
     let cases: &[(&[&str], &str)] = &[
         (
-            &["--compat", "nginx"],
+            &["--servers", p, "--compat", "nginx"],
             "id= is a HAProxy server id and nginx does not use one",
         ),
         (
-            &["--compat", "haproxy", "--key-hash", "md5"],
+            &["--servers", p, "--compat", "haproxy", "--key-hash", "md5"],
             "--key-hash md5 does not apply to haproxy",
         ),
         (
-            &["--compat", "haproxy", "--point-multiple", "40"],
+            &[
+                "--servers",
+                p,
+                "--compat",
+                "haproxy",
+                "--point-multiple",
+                "40",
+            ],
             "gives 16 points per weight unit",
         ),
-        (&["--compat", "haproxy:md5"], "haproxy:FUNCTION[+avalanche]"),
+        (
+            &["--servers", p, "--compat", "haproxy:md5"],
+            "haproxy:FUNCTION[+avalanche]",
+        ),
+        (
+            &["--servers", h, "--compat", "haproxy"],
+            "weight 300 is over HAProxy's largest, 256",
+        ),
     ];
     for (extra, want) in cases {
-        let mut a = vec!["route", "--servers", p];
-        a.extend_from_slice(extra);
-        let (code, _, err) = run(&a, b"k\n");
-        assert_ne!(code, 0, "{extra:?}");
-        assert!(err.contains(want), "{extra:?}: {err}");
+        refused(&[&["route"], *extra].concat(), b"k\n", want);
     }
-    let heavy = servers_file("10.0.0.1:80 300\n");
-    let (code, _, err) = run(
-        &[
-            "route",
-            "--servers",
-            heavy.path().to_str().unwrap(),
-            "--compat",
-            "haproxy",
-        ],
-        b"k\n",
-    );
-    assert_ne!(code, 0);
-    assert!(
-        err.contains("weight 300 is over HAProxy's largest, 256"),
-        "{err}"
-    );
     let out = std::env::temp_dir().join(format!("ketama-sweep-{}.csv", std::process::id()));
-    let (code, _, err) = run(
-        &[
-            "sweep",
-            "--nodes",
-            "5",
-            "--from",
-            "10",
-            "--to",
-            "100",
-            "--compat",
-            "haproxy",
-            "--out",
-            out.to_str().unwrap(),
-        ],
+    let sweep = [
+        "sweep", "--nodes", "5", "--from", "10", "--to", "100", "--compat", "haproxy", "--out",
+    ];
+    refused(
+        &[&sweep[..], &[out.to_str().unwrap()]].concat(),
         b"",
+        "fixes at 16 per weight unit",
     );
-    assert_ne!(code, 0);
-    assert!(err.contains("fixes at 16 per weight unit"), "{err}");
 }
 
 /// (server, gained, lost) of a `ketama diff --json`.
@@ -209,6 +194,27 @@ fn moves(out: &str) -> Vec<(String, f64, f64)> {
             )
         })
         .collect()
+}
+
+/// `ketama diff --from FROM --from-compat haproxy --to TO EXTRA...`:
+/// its stdout, the command having succeeded.
+fn diff_from_haproxy(from: &str, to: &str, extra: &[&str]) -> String {
+    let args = [
+        &[
+            "diff",
+            "--from",
+            from,
+            "--from-compat",
+            "haproxy",
+            "--to",
+            to,
+        ][..],
+        extra,
+    ]
+    .concat();
+    let (code, out, err) = run(&args, b"");
+    assert_eq!(code, 0, "{args:?}: {err}");
+    out
 }
 
 #[test]
@@ -234,15 +240,10 @@ fn diff_prices_a_move_from_haproxy() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("of the keyspace"), "{out}");
     // Different hash spaces: sampled, and said so.
-    let (code, out, err) = run(
+    let out = diff_from_haproxy(
+        s,
+        s,
         &[
-            "diff",
-            "--from",
-            s,
-            "--from-compat",
-            "haproxy",
-            "--to",
-            s,
             "--to-compat",
             "pingora-v2",
             "--to-layout",
@@ -250,9 +251,7 @@ fn diff_prices_a_move_from_haproxy() {
             "--samples",
             "20000",
         ],
-        b"",
     );
-    assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("estimated from 20000 sampled keys")
             && out.contains("haproxy by haproxy:sdbm+avalanche"),
@@ -268,23 +267,11 @@ fn diff_prices_a_move_from_haproxy() {
             .map(|(_, l)| *l)
             .collect();
         let f = servers_file(&rest.join("\n"));
-        let (code, out, err) = run(
-            &[
-                "diff",
-                "--from",
-                s,
-                "--from-compat",
-                "haproxy",
-                "--to",
-                f.path().to_str().unwrap(),
-                "--to-compat",
-                "haproxy",
-                "--json",
-            ],
-            b"",
-        );
-        assert_eq!(code, 0, "{err}");
-        moves(&out)
+        moves(&diff_from_haproxy(
+            s,
+            f.path().to_str().unwrap(),
+            &["--to-compat", "haproxy", "--json"],
+        ))
     };
     // Removing the last server moves only its keys.
     let last = lines[lines.len() - 1].split(' ').next().unwrap();

@@ -159,7 +159,9 @@ fn scheme_options_are_checked() {
     );
     assert_ne!(code, 0);
     assert!(
-        err.contains("label requirements need the nginx or pingora-v2 scheme, not libmemcached"),
+        err.contains(
+            "label requirements need the nginx, pingora-v2 or haproxy scheme, not libmemcached"
+        ),
         "{err}"
     );
     // Named servers route under twemproxy and print as written.

@@ -36,3 +36,10 @@ pub fn servers_file(text: &str) -> tempfile::NamedTempFile {
     f.write_all(text.as_bytes()).unwrap();
     f
 }
+
+/// Runs `ketama ARGS` and checks that it fails with `want` in its stderr.
+pub fn refused(args: &[&str], input: &[u8], want: &str) {
+    let (code, _, err) = run(args, input);
+    assert_ne!(code, 0, "{args:?} succeeded");
+    assert!(err.contains(want), "{args:?}: {err}");
+}

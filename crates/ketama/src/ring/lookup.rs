@@ -193,18 +193,28 @@ impl Ring {
             }
             c.pos = if pos + 1 == len { 0 } else { pos + 1 };
             c.steps_left -= d + 1;
-            let Some(n) = winner(pos, points.node(pos)) else {
-                continue;
-            };
-            if self.is_down(n) {
-                continue;
-            }
-            if c.seen.insert(n, self.nodes().len()) {
-                c.yielded += 1;
+            if let Some(n) = self.visit(c, pos, &winner) {
                 return Some(n);
             }
         }
         None
+    }
+
+    /// A walk's visit of point `pos`: the node serving it (`winner`), if it
+    /// serves and the walk has not yielded it yet (then counted as yielded).
+    #[inline(always)]
+    pub(super) fn visit(
+        &self,
+        c: &mut FailoverCursor,
+        pos: usize,
+        winner: &impl Fn(usize, usize) -> Option<usize>,
+    ) -> Option<usize> {
+        let n = winner(pos, self.points.node(pos))?;
+        if self.is_down(n) || !c.seen.insert(n, self.nodes().len()) {
+            return None;
+        }
+        c.yielded += 1;
+        Some(n)
     }
 }
 

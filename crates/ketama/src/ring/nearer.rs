@@ -91,14 +91,7 @@ impl Ring {
                 p
             };
             c.steps_left -= 1;
-            let Some(n) = winner(pos, points.node(pos)) else {
-                continue;
-            };
-            if self.is_down(n) {
-                continue;
-            }
-            if c.seen.insert(n, self.nodes().len()) {
-                c.yielded += 1;
+            if let Some(n) = self.visit(c, pos, &winner) {
                 return Some(n);
             }
         }

@@ -275,13 +275,7 @@ impl Compact {
         let q = (hash as u64 >> self.rem_bits) as usize;
         let sample = self.sample(q >> self.sample_shift);
         let pos = self.bucket_pos_from(sample, q);
-        let low = hash as u64 & mask(self.rem_bits);
-        let start = pos - q;
-        let end = start + self.bucket_len(pos);
-        let mut i = start;
-        while i < end && self.entry(i) >> self.node_bits < low {
-            i += 1;
-        }
+        let (start, i, end) = self.in_bucket(pos, q, hash);
         // Point `i`'s hash given the bit `b` that stands for it.
         let at_bit = |i: usize, b: usize| {
             ((((b - i) as u64) << self.rem_bits) | self.entry(i) >> self.node_bits) as u32
@@ -303,6 +297,20 @@ impl Compact {
             at_bit(start - 1, self.prev_one(pos))
         };
         (at, at_hash, prev_hash)
+    }
+
+    /// Bucket `q` (first bit `pos`) as point indices: its first, the first
+    /// at or after `hash` (or its end), its end.
+    #[inline(always)]
+    fn in_bucket(&self, pos: usize, q: usize, hash: u32) -> (usize, usize, usize) {
+        let low = hash as u64 & mask(self.rem_bits);
+        let start = pos - q;
+        let end = start + self.bucket_len(pos);
+        let mut i = start;
+        while i < end && self.entry(i) >> self.node_bits < low {
+            i += 1;
+        }
+        (start, i, end)
     }
 
     /// The first set bit of `upper` at or after `from` (one exists).
@@ -337,13 +345,7 @@ impl Compact {
     /// order (wrapping to 0).
     #[inline(always)]
     fn scan(&self, pos: usize, q: usize, hash: u32) -> usize {
-        let low = hash as u64 & mask(self.rem_bits);
-        let start = pos - q;
-        let end = start + self.bucket_len(pos);
-        let mut i = start;
-        while i < end && self.entry(i) >> self.node_bits < low {
-            i += 1;
-        }
+        let (_, i, _) = self.in_bucket(pos, q, hash);
         if i == self.len {
             0
         } else {
