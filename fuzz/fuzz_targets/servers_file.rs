@@ -1,4 +1,4 @@
-//! Any bytes as a servers file, with a scheme (and twemproxy key hash),
+//! Any bytes as a servers file, with a scheme (and twemproxy or HAProxy key hash),
 //! layout and multiple taken from the first bytes: parsing and building never panic, every built
 //! ring passes its invariant checker, every layout routes identically,
 //! lookups (plain, batched, failover) agree, and a label requirement
@@ -17,6 +17,10 @@ fuzz_target!(|data: &[u8]| {
     let compat = match Scheme::ALL[data[0] as usize % Scheme::ALL.len()] {
         Scheme::Twemproxy(_) => {
             Scheme::Twemproxy(ketama::KeyHash::ALL[data[1] as usize % ketama::KeyHash::ALL.len()])
+        }
+        Scheme::Haproxy(_) => {
+            let all = ketama::haproxy::HaproxyHash::ALL;
+            Scheme::Haproxy(all[data[1] as usize % all.len()])
         }
         c => c,
     };
@@ -43,7 +47,10 @@ fuzz_target!(|data: &[u8]| {
     let hashes: Vec<u32> = (0..64u32).map(|i| i.wrapping_mul(0x9E37_79B9) ^ data[2] as u32).collect();
     let mut batch = Vec::new();
     let labels: Vec<String> = rings[0].label_names().take(2).map(String::from).collect();
-    let eligible: Vec<Node> = nodes
+    // The ring's own nodes: under haproxy they carry the ids the ring
+    // resolved, which a ring of a subset must keep.
+    let eligible: Vec<Node> = rings[0]
+        .nodes()
         .iter()
         .filter(|n| labels.iter().all(|l| n.labels().any(|x| x == l)))
         .cloned()

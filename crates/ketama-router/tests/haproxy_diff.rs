@@ -39,11 +39,12 @@ impl Drop for Haproxy {
     }
 }
 
-fn haproxy(origins: &[SocketAddr], hash_type: &str, balance: &str) -> Haproxy {
+fn haproxy(origins: &[SocketAddr], hash_type: &str, balance: &str, h2: bool) -> Haproxy {
     let addr = free_addr();
+    let proto = if h2 { " proto h2" } else { "" };
     let dir = tempfile::tempdir().unwrap();
     let mut cfg = format!(
-        "defaults\n  mode http\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\nfrontend fe\n  bind {addr}\n  default_backend b\nbackend b\n  balance {balance}\n  hash-type {hash_type}\n"
+        "defaults\n  mode http\n  timeout connect 2s\n  timeout client 10s\n  timeout server 10s\nfrontend fe\n  bind {addr}{proto}\n  default_backend b\nbackend b\n  balance {balance}\n  hash-type {hash_type}\n"
     );
     for (i, (o, (w, id, disabled))) in origins.iter().zip(SERVERS).enumerate() {
         cfg += &format!("  server s{i} {o} weight {w}");
@@ -73,10 +74,15 @@ fn haproxy(origins: &[SocketAddr], hash_type: &str, balance: &str) -> Haproxy {
     }
 }
 
-fn router(origins: &[SocketAddr], compat: &str, balance: &str) -> (RouterProc, tempfile::TempDir) {
+fn router(
+    origins: &[SocketAddr],
+    compat: &str,
+    balance: &str,
+    h2: bool,
+) -> (RouterProc, tempfile::TempDir) {
     let (r, dir, _) = router_from(|proxy, admin, _| {
         let mut s = format!(
-            "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\ncompat = \"{compat}\"\nlayout = \"compact\"\n\n[key]\nbalance = \"{balance}\"\n\n[health]\nenabled = false\n"
+            "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\nh2c = {h2}\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\ncompat = \"{compat}\"\nlayout = \"compact\"\n\n[key]\nbalance = \"{balance}\"\n\n[health]\nenabled = false\n"
         );
         for (o, (w, id, disabled)) in origins.iter().zip(SERVERS) {
             s += &format!("\n[[backends]]\naddress = \"{o}\"\nweight = {w}\ndown = {disabled}\n");
@@ -132,8 +138,8 @@ fn target(rng: &mut impl Rng) -> String {
 /// Sends 300 requests to both and returns the ones answered differently.
 fn compare(hash_type: &str, balance: &str, compat: &str, header: bool) -> Vec<String> {
     let origins: Vec<SocketAddr> = SERVERS.iter().map(|_| echo_origin()).collect();
-    let h = haproxy(&origins, hash_type, balance);
-    let (r, _dir) = router(&origins, compat, balance);
+    let h = haproxy(&origins, hash_type, balance, false);
+    let (r, _dir) = router(&origins, compat, balance, false);
     let mut rng = rand::rngs::StdRng::seed_from_u64(27);
     let mut diffs = Vec::new();
     let mut ports = std::collections::HashSet::new();
@@ -197,6 +203,68 @@ fn routes_as_haproxy_with_uri_options_and_other_hash_functions() {
         "haproxy:crc32",
         false,
     ));
+}
+
+/// The origin port that answered each URL, fetched over HTTP/2 with prior
+/// knowledge, one curl run a URL (each body is `saw PORT LINE`).
+fn h2_ports(addr: SocketAddr, urls: &[String]) -> Vec<String> {
+    urls.iter()
+        .map(|u| {
+            let out = std::process::Command::new("curl")
+                .args(["-s", "--http2-prior-knowledge", "--max-time", "10"])
+                .arg(format!("http://{addr}{u}"))
+                .output()
+                .expect("curl must be installed (scripts/setup.sh)");
+            let body = String::from_utf8_lossy(&out.stdout).to_string();
+            body.split(' ').nth(1).unwrap_or("-").to_string()
+        })
+        .collect()
+}
+
+/// HTTP/2: HAProxy hashes `scheme://authority/path`, the router too.
+#[test]
+fn routes_as_haproxy_over_http2() {
+    let origins: Vec<SocketAddr> = SERVERS.iter().map(|_| echo_origin()).collect();
+    let h = haproxy(&origins, "consistent", "uri", true);
+    let (r, _dir) = router(&origins, "haproxy", "uri", true);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+    // curl sends the listener's address as :authority, which differs
+    // between the two, so their keys differ too: each side is checked
+    // against the library's answer for `http://ITS-ADDRESS/path`, HAProxy
+    // proving that this is what it hashes, the router that it does so.
+    let urls: Vec<String> = (0..100).map(|_| target(&mut rng)).collect();
+    let want = h2_ports(h.addr, &urls);
+    assert_eq!(want.len(), urls.len(), "haproxy answered {want:?}");
+    let got = h2_ports(r.proxy, &urls);
+    let differ = want.iter().zip(&got).filter(|(a, b)| a != b).count();
+    let ring = ketama::RingBuilder::new()
+        .compat("haproxy".parse().unwrap())
+        .build(
+            origins
+                .iter()
+                .zip(SERVERS)
+                .map(|(o, (w, id, down))| {
+                    let n = ketama::Node::new(o.to_string(), w).with_down(down);
+                    id.map_or(n.clone(), |id| n.with_id(id))
+                })
+                .collect(),
+        )
+        .unwrap();
+    for (addr, answers) in [(h.addr, &want), (r.proxy, &got)] {
+        for (u, port) in urls.iter().zip(answers) {
+            let key = format!("http://{addr}{u}");
+            let key = ketama::haproxy::UriKey::default().key(key.as_bytes());
+            let node = ring.node(key).unwrap().server().to_string();
+            assert!(
+                node.ends_with(&format!(":{port}")),
+                "{key:?} ({addr}): {node}, answered by {port}"
+            );
+        }
+    }
+    eprintln!(
+        "{differ} of {} answers differ between the two listeners' authorities",
+        urls.len()
+    );
 }
 
 #[test]
