@@ -34,6 +34,9 @@ _ketama() {
             ketama,help)
                 cmd="ketama__subcmd__help"
                 ;;
+            ketama,import)
+                cmd="ketama__subcmd__import"
+                ;;
             ketama,migrate-plan)
                 cmd="ketama__subcmd__migrate__subcmd__plan"
                 ;;
@@ -91,6 +94,9 @@ _ketama() {
             ketama__subcmd__help,help)
                 cmd="ketama__subcmd__help__subcmd__help"
                 ;;
+            ketama__subcmd__help,import)
+                cmd="ketama__subcmd__help__subcmd__import"
+                ;;
             ketama__subcmd__help,migrate-plan)
                 cmd="ketama__subcmd__help__subcmd__migrate__subcmd__plan"
                 ;;
@@ -115,6 +121,21 @@ _ketama() {
             ketama__subcmd__help__subcmd__fleet,status)
                 cmd="ketama__subcmd__help__subcmd__fleet__subcmd__status"
                 ;;
+            ketama__subcmd__help__subcmd__import,haproxy)
+                cmd="ketama__subcmd__help__subcmd__import__subcmd__haproxy"
+                ;;
+            ketama__subcmd__import,haproxy)
+                cmd="ketama__subcmd__import__subcmd__haproxy"
+                ;;
+            ketama__subcmd__import,help)
+                cmd="ketama__subcmd__import__subcmd__help"
+                ;;
+            ketama__subcmd__import__subcmd__help,haproxy)
+                cmd="ketama__subcmd__import__subcmd__help__subcmd__haproxy"
+                ;;
+            ketama__subcmd__import__subcmd__help,help)
+                cmd="ketama__subcmd__import__subcmd__help__subcmd__help"
+                ;;
             *)
                 ;;
         esac
@@ -122,7 +143,7 @@ _ketama() {
 
     case "${cmd}" in
         ketama)
-            opts="-h -V --help --version route bench analyze sweep recommend diff migrate-plan simulate fleet generate help"
+            opts="-h -V --help --version route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -542,7 +563,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__help)
-            opts="route bench analyze sweep recommend diff migrate-plan simulate fleet generate help"
+            opts="route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -681,6 +702,34 @@ _ketama() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        ketama__subcmd__help__subcmd__import)
+            opts="haproxy"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__help__subcmd__import__subcmd__haproxy)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         ketama__subcmd__help__subcmd__migrate__subcmd__plan)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -740,6 +789,80 @@ _ketama() {
         ketama__subcmd__help__subcmd__sweep)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__import)
+            opts="-h --help haproxy help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__import__subcmd__haproxy)
+            opts="-h --backend --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --backend)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__import__subcmd__help)
+            opts="haproxy help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__import__subcmd__help__subcmd__haproxy)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__import__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -35,17 +35,18 @@ complete -c ketama -n "__fish_ketama_needs_command" -f -a "diff" -d 'The exact s
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "migrate-plan" -d 'For each rollout step (basis points), the expected share of keys whose server changes against the old ring'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "simulate" -d 'Replay a workload with bounded loads at several balance factors: max load / average, own-node share, spills, moved keys'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "fleet" -d 'Steer a fleet of ketama-routers through etcd: push the routing config, set the rollout, see what every router applied'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "import" -d 'Write a ketama servers file from another proxy\'s configuration (HAProxy\'s `server` lines)'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "generate" -d 'Write the man pages or shell completions (for packagers)'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand route" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy (see --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash) or haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand route" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160, haproxy only its 16, which the default stands for)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l replicas -d 'Print up to R distinct servers per key, in failover order (at least 1)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l require -d 'Route only to servers carrying all these labels (comma-separated)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l to -d 'Servers file of a new ring to migrate to; prints `SERVER<TAB>old|new`' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
@@ -59,7 +60,7 @@ complete -c ketama -n "__fish_ketama_using_subcommand bench" -l weight -d 'Weigh
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l point-multiple -d 'Points per weight unit' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l keys -d 'Lookups per measurement (30-byte keys)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l rounds -d 'Rounds; every implementation runs once per round, interleaved, and the table reports medians' -r
-complete -c ketama -n "__fish_ketama_using_subcommand bench" -l compat -d 'ketama\'s scheme (pingora rows always use their own): nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l compat -d 'ketama\'s scheme (pingora rows always use their own): nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l key-hash -d 'twemproxy\'s key hash (as in `ketama route --key-hash`)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l subsets -d 'Instead: F labels (each node carries each with probability 1/2), one ketama ring serving all 2^F label combinations against 2^F pingora-ketama v2 rings; memory and ns per lookup' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l layout -d 'ketama\'s layout for --subsets and --balance' -r
@@ -67,10 +68,10 @@ complete -c ketama -n "__fish_ketama_using_subcommand bench" -l balance -d 'Inst
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l json -d 'Print one JSON object instead of the markdown table'
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l servers -d 'Servers file' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy (see --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash) or haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160, haproxy only its 16, which the default stands for)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l json -d 'Print one JSON object instead of the table'
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l nodes -d 'Servers per ring (synthetic 10.A.B.C:PORT names, drawn from --seed)' -r
@@ -79,24 +80,24 @@ complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l to -d 'Largest p
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l steps -d 'Points-per-node values, spaced on a log scale' -r
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l trials -d 'Random node sets per value' -r
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l seed -d 'Seed of the first node set (trial t uses seed + t)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server, so there is nothing to vary)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server and haproxy its 16 per weight unit, so there is nothing to vary)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l out -d 'CSV output' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l plot -d 'SVG chart output' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l servers -d 'Servers file' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l max-cv -d 'The largest CV of a server\'s share to accept' -r
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l max-extra-error -d 'The most the CV may grow over the one measured at the current point multiple (absolute, e.g. 0.01)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server, so there is nothing to vary)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server and haproxy its 16 per weight unit, so there is nothing to vary)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l point-multiple -d 'The current points per weight unit (at least 1)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l json -d 'Print one JSON object'
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from -d 'Servers file of the current ring' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to -d 'Servers file of the new ring' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-key-hash -d 'twemproxy key hash of the current ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-layout -d 'Layout of the current ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-point-multiple -d 'Point multiple of the current ring (at least 1)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
@@ -106,11 +107,11 @@ complete -c ketama -n "__fish_ketama_using_subcommand diff" -l json -d 'Print on
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from -d 'Servers file of the current ring' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to -d 'Servers file of the new ring' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-key-hash -d 'twemproxy key hash of the current ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-layout -d 'Layout of the current ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-point-multiple -d 'Point multiple of the current ring (at least 1)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
@@ -118,10 +119,10 @@ complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l steps -d 
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l json -d 'Print one JSON object'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached or twemproxy (see --key-hash)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash) or haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160, haproxy only its 16, which the default stands for)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l balance -d 'Balance factors to compare, in percent (100 to 1000), or `off` (plain consistent hashing); comma-separated' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l requests -d 'Requests placed' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l population -d 'Distinct keys of the Zipf distribution (`/obj/1` to `/obj/P`)' -r
@@ -176,18 +177,27 @@ complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_sub
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c ketama -n "__fish_ketama_using_subcommand import; and not __fish_seen_subcommand_from haproxy help" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand import; and not __fish_seen_subcommand_from haproxy help" -f -a "haproxy" -d 'A HAProxy backend\'s `server` lines (address, weight, id, disabled) as a servers file for `--compat haproxy`'
+complete -c ketama -n "__fish_ketama_using_subcommand import; and not __fish_seen_subcommand_from haproxy help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c ketama -n "__fish_ketama_using_subcommand import; and __fish_seen_subcommand_from haproxy" -l backend -d 'The backend (or listen section) to read; optional when only one has servers' -r
+complete -c ketama -n "__fish_ketama_using_subcommand import; and __fish_seen_subcommand_from haproxy" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand import; and __fish_seen_subcommand_from help" -f -a "haproxy" -d 'A HAProxy backend\'s `server` lines (address, weight, id, disabled) as a servers file for `--compat haproxy`'
+complete -c ketama -n "__fish_ketama_using_subcommand import; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "route" -d 'Route keys read from stdin (one per line) to servers'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "bench" -d 'Build and query the same ring with each ketama layout and with pingora-ketama v1 and v2; print a markdown table of medians'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "analyze" -d 'Per-server and overall balance of a ring: exact shares, collisions, predicted and measured CV, memory per layout'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "sweep" -d 'Predicted and measured CV over a range of points per server (CSV, optional SVG chart)'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "recommend" -d 'The smallest point multiple that meets a balance target'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "diff" -d 'The exact share of keys whose server changes between two rings'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "migrate-plan" -d 'For each rollout step (basis points), the expected share of keys whose server changes against the old ring'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "simulate" -d 'Replay a workload with bounded loads at several balance factors: max load / average, own-node share, spills, moved keys'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "fleet" -d 'Steer a fleet of ketama-routers through etcd: push the routing config, set the rollout, see what every router applied'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "generate" -d 'Write the man pages or shell completions (for packagers)'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "route" -d 'Route keys read from stdin (one per line) to servers'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "bench" -d 'Build and query the same ring with each ketama layout and with pingora-ketama v1 and v2; print a markdown table of medians'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "analyze" -d 'Per-server and overall balance of a ring: exact shares, collisions, predicted and measured CV, memory per layout'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "sweep" -d 'Predicted and measured CV over a range of points per server (CSV, optional SVG chart)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "recommend" -d 'The smallest point multiple that meets a balance target'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "diff" -d 'The exact share of keys whose server changes between two rings'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "migrate-plan" -d 'For each rollout step (basis points), the expected share of keys whose server changes against the old ring'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "simulate" -d 'Replay a workload with bounded loads at several balance factors: max load / average, own-node share, spills, moved keys'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "fleet" -d 'Steer a fleet of ketama-routers through etcd: push the routing config, set the rollout, see what every router applied'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "import" -d 'Write a ketama servers file from another proxy\'s configuration (HAProxy\'s `server` lines)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "generate" -d 'Write the man pages or shell completions (for packagers)'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from import" -f -a "haproxy" -d 'A HAProxy backend\'s `server` lines (address, weight, id, disabled) as a servers file for `--compat haproxy`'
