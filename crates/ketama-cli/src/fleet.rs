@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use ketama_fleet::etcd::{Client, Options};
+use ketama_fleet::etcd::{Client, EtcdError, Options};
 use ketama_fleet::Keys;
 use serde_json::json;
 
@@ -126,16 +126,29 @@ fn client(a: &EtcdArgs) -> anyhow::Result<(Client, Keys)> {
     Ok((c, Keys::new(&a.prefix)))
 }
 
+/// An etcd error, said to be a lost quorum when the cluster's members
+/// answer but none has a leader (reads and writes then time out).
+fn explain(c: &Client, e: EtcdError) -> anyhow::Error {
+    if matches!(e, EtcdError::Unreachable { .. } | EtcdError::Status { .. }) {
+        if let Some(why) = c.no_quorum() {
+            return anyhow::anyhow!(
+                "etcd has no quorum: {why}. Routers keep serving what they applied last; bring members back until a majority runs, then retry ({e})"
+            );
+        }
+    }
+    e.into()
+}
+
 /// Writes `value` to `key` with a compare-and-swap; prints what happened.
 fn write(c: &Client, key: &str, value: &[u8], expect: Option<i64>) -> anyhow::Result<()> {
-    let (current, _) = c.get(key)?;
+    let (current, _) = c.get(key).map_err(|e| explain(c, e))?;
     let current_rev = current.as_ref().map_or(0, |kv| kv.mod_revision);
     let expected = expect.unwrap_or(current_rev);
     if expect.is_none() && current.as_ref().is_some_and(|kv| kv.value == value) {
         println!("{key} unchanged at revision {current_rev}");
         return Ok(());
     }
-    let revision = c.put_if(key, value, expected)?;
+    let revision = c.put_if(key, value, expected).map_err(|e| explain(c, e))?;
     println!("{key} written at revision {revision} (was {expected})");
     Ok(())
 }
@@ -181,9 +194,9 @@ fn rollout(a: RolloutArgs) -> anyhow::Result<()> {
 
 fn status(a: StatusArgs) -> anyhow::Result<()> {
     let (c, keys) = client(&a.etcd)?;
-    let (config, _) = c.get(&keys.config())?;
-    let (rollout, _) = c.get(&keys.rollout())?;
-    let routers = ketama_fleet::registrations(&c, &keys)?;
+    let (config, _) = c.get(&keys.config()).map_err(|e| explain(&c, e))?;
+    let (rollout, _) = c.get(&keys.rollout()).map_err(|e| explain(&c, e))?;
+    let routers = ketama_fleet::registrations(&c, &keys).map_err(|e| explain(&c, e))?;
     let latest = config.as_ref().map_or(0, |kv| kv.mod_revision);
     // The rollout in force: the key's, else the latest config's own.
     let in_force = match &rollout {

@@ -69,16 +69,53 @@ impl EtcdServer {
     /// and waits until it answers.
     pub fn restart(&mut self) -> std::io::Result<()> {
         self.kill();
+        let member = Member {
+            name: "ketama-test".into(),
+            dir: self.dir.clone(),
+            client_port: self.client_port,
+            peer_port: self.peer_port,
+        };
+        let initial = format!("ketama-test={}", member.peer_url());
+        self.child = Some(member.spawn(&initial, "new")?);
+        wait_until_it_answers(&self.client(), &self.dir)
+    }
+}
+
+/// One etcd member's name, directory and ports.
+#[derive(Clone, Debug)]
+struct Member {
+    name: String,
+    dir: PathBuf,
+    client_port: u16,
+    peer_port: u16,
+}
+
+impl Member {
+    fn client_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.client_port)
+    }
+
+    fn peer_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.peer_port)
+    }
+
+    /// Runs `etcd` for this member (`KETAMA_ETCD` names another binary),
+    /// its log in its directory.
+    fn spawn(&self, initial_cluster: &str, state: &str) -> std::io::Result<Child> {
         let bin = std::env::var("KETAMA_ETCD").unwrap_or_else(|_| "etcd".into());
-        let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let child = Command::new(&bin)
-            .args(["--name", "ketama-test", "--data-dir"])
+        std::fs::create_dir_all(&self.dir)?;
+        let (client, peer) = (self.client_url(), self.peer_url());
+        Command::new(&bin)
+            .args(["--name", &self.name, "--data-dir"])
             .arg(self.dir.join("data"))
-            .args(["--listen-client-urls", &self.url()])
-            .args(["--advertise-client-urls", &self.url()])
+            .args(["--listen-client-urls", &client])
+            .args(["--advertise-client-urls", &client])
             .args(["--listen-peer-urls", &peer])
             .args(["--initial-advertise-peer-urls", &peer])
-            .args(["--initial-cluster", &format!("ketama-test={peer}")])
+            .args(["--initial-cluster", initial_cluster])
+            .args(["--initial-cluster-state", state])
+            .args(["--initial-cluster-token", "ketama-test"])
+            .args(["--heartbeat-interval", "50", "--election-timeout", "500"])
             .args(["--log-level", "error", "--logger", "zap"])
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::File::create(
@@ -92,20 +129,121 @@ impl EtcdServer {
                         "cannot run {bin} ({e}): apt-get install etcd-server, or set KETAMA_ETCD"
                     ),
                 )
-            })?;
-        self.child = Some(child);
-        let client = self.client();
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while client.get("/").is_err() {
-            if Instant::now() > deadline {
-                let log = std::fs::read_to_string(self.dir.join("etcd.log")).unwrap_or_default();
-                return Err(std::io::Error::other(format!(
-                    "etcd did not answer within 30 s: {log}"
-                )));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+            })
+    }
+}
+
+/// Waits (30 s at most) until `client` can read.
+fn wait_until_it_answers(client: &Client, dir: &std::path::Path) -> std::io::Result<()> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.get("/").is_err() {
+        if Instant::now() > deadline {
+            let log = std::fs::read_to_string(dir.join("etcd.log")).unwrap_or_default();
+            return Err(std::io::Error::other(format!(
+                "etcd did not answer within 30 s: {log}"
+            )));
         }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+/// A real three-member (or larger) etcd cluster on loopback, each member
+/// with its own ports and data directory; killed and removed on drop.
+pub struct EtcdCluster {
+    members: Vec<Member>,
+    children: Vec<Option<Child>>,
+    root: PathBuf,
+}
+
+impl EtcdCluster {
+    /// Starts `n` members as one new cluster and waits until it takes
+    /// reads (it has elected a leader).
+    pub fn start(n: usize) -> std::io::Result<Self> {
+        let root = std::env::temp_dir().join(format!(
+            "ketama-etcd-cluster-{}-{}",
+            std::process::id(),
+            free_port()?
+        ));
+        let mut members = Vec::with_capacity(n);
+        for i in 0..n {
+            members.push(Member {
+                name: format!("m{i}"),
+                dir: root.join(format!("m{i}")),
+                client_port: free_port()?,
+                peer_port: free_port()?,
+            });
+        }
+        let mut c = EtcdCluster {
+            children: Vec::new(),
+            members,
+            root,
+        };
+        let initial = c.initial_cluster();
+        for m in &c.members {
+            c.children.push(Some(m.spawn(&initial, "new")?));
+        }
+        wait_until_it_answers(&c.client(), &c.root.join("m0"))?;
+        Ok(c)
+    }
+
+    fn initial_cluster(&self) -> String {
+        self.members
+            .iter()
+            .map(|m| format!("{}={}", m.name, m.peer_url()))
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+
+    /// Every member's client URL, in order.
+    pub fn urls(&self) -> Vec<String> {
+        self.members.iter().map(Member::client_url).collect()
+    }
+
+    /// A client given every member's URL.
+    pub fn client(&self) -> Client {
+        Client::new(&Options {
+            endpoints: self.urls(),
+            timeout: Duration::from_secs(2),
+            watch_idle: Duration::from_secs(30),
+            ..Default::default()
+        })
+        .expect("a plain http client")
+    }
+
+    /// The index of the member that is leader now, if one is.
+    pub fn leader(&self) -> Option<usize> {
+        let c = self.client();
+        (0..self.members.len()).find(|&i| {
+            self.children[i].is_some()
+                && c.member_status(&self.members[i].client_url())
+                    .is_ok_and(|s| s.is_leader())
+        })
+    }
+
+    /// Kills member `i` (SIGKILL).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.children[i].take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts member `i` again on its ports and data.
+    pub fn restart(&mut self, i: usize) -> std::io::Result<()> {
+        self.kill(i);
+        let initial = self.initial_cluster();
+        self.children[i] = Some(self.members[i].spawn(&initial, "existing")?);
         Ok(())
+    }
+}
+
+impl Drop for EtcdCluster {
+    fn drop(&mut self) {
+        for i in 0..self.members.len() {
+            self.kill(i);
+        }
+        let _ = std::fs::remove_dir_all(&self.root);
     }
 }
 

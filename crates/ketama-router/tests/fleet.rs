@@ -8,73 +8,16 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::fleet::*;
 use common::*;
 use ketama_config::Plan;
 use ketama_fleet::testing::EtcdServer;
 use ketama_fleet::Keys;
 use ketama_router::origin::Origin;
-
-const PREFIX: &str = "/ketama/test/";
-
-/// The shared routing config over these origins: a migration from the
-/// default ring to one of 40 points per weight unit, rollout 0.
-fn shared(origins: &[&Origin], weights: &[u32]) -> String {
-    let mut s = String::from(
-        "[ring]\nlayout = \"compact\"\n\n[health]\nenabled = false\n\n[migration]\nglobal_bp = 0\n[migration.ring]\nlayout = \"compact\"\npoint_multiple = 40\n",
-    );
-    for (o, w) in origins.iter().zip(weights) {
-        s.push_str(&format!(
-            "\n[[backends]]\naddress = \"{}\"\nweight = {w}\n",
-            o.addr()
-        ));
-    }
-    s
-}
-
-struct FleetRouter {
-    r: RouterProc,
-    dir: tempfile::TempDir,
-    path: std::path::PathBuf,
-}
-
-/// A router's own file: listeners, admin and `[control]`, no backends.
-fn local_file(
-    etcd: &str,
-    proxy: SocketAddr,
-    admin: SocketAddr,
-    scope: &str,
-    cache: &Path,
-) -> String {
-    format!(
-        "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[control]\netcd = [\"{etcd}\"]\nprefix = \"{PREFIX}\"\nscope = \"{scope}\"\nid = \"{scope}-{}\"\ncache_file = \"{}\"\nlease_ttl_s = 3\nretry_min_ms = 20\nretry_max_ms = 300\ntimeout_ms = 1000\n",
-        proxy.port(),
-        cache.display()
-    )
-}
-
-fn fleet_router(etcd: &str, scope: &str) -> FleetRouter {
-    let (proxy, admin) = (free_addr(), free_addr());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    let cache = dir.path().join("cache.json");
-    std::fs::write(&path, local_file(etcd, proxy, admin, scope, &cache)).unwrap();
-    let log = dir.path().join("router.log");
-    let r = start_router_with(&path, proxy, admin, &[], Some(&log));
-    FleetRouter { r, dir, path }
-}
-
-fn control(r: &RouterProc) -> serde_json::Value {
-    status_json(r)["control"].clone()
-}
-
-fn revision(r: &RouterProc, key: &str) -> i64 {
-    control(r)[format!("{key}_revision")].as_i64().unwrap_or(-1)
-}
 
 fn put(etcd: &EtcdServer, key: &str, value: &str) -> i64 {
     etcd.client().put(key, value.as_bytes(), None).unwrap()
@@ -107,7 +50,7 @@ fn config_and_rollout_reach_every_router() {
     let config_rev = put(&etcd, &keys.config(), &config);
     let routers: Vec<FleetRouter> = ["ams", "sin", "iad"]
         .iter()
-        .map(|s| fleet_router(&etcd.url(), s))
+        .map(|s| fleet_router(&[etcd.url()], s))
         .collect();
     for f in &routers {
         wait_for(Duration::from_secs(10), || {
@@ -276,8 +219,8 @@ fn etcd_faults_never_fail_a_request() {
     let rev = put(&etcd, &keys.config(), &shared(&refs, &[1, 1, 1]));
     let etcd_addr: SocketAddr = etcd.url().trim_start_matches("http://").parse().unwrap();
     let relay = Relay::start(etcd_addr);
-    let a = fleet_router(&etcd.url(), "ams");
-    let b = fleet_router(&format!("http://{}", relay.addr), "sin");
+    let a = fleet_router(&[etcd.url()], "ams");
+    let b = fleet_router(&[format!("http://{}", relay.addr)], "sin");
     for f in [&a, &b] {
         wait_for(Duration::from_secs(10), || revision(&f.r, "config") == rev);
     }
@@ -364,7 +307,7 @@ fn restarts_from_the_cache_while_etcd_is_down() {
     let rev = put(&etcd, &keys.config(), &config);
     let rollout = "{\"global_bp\": 2500}";
     let rollout_rev = put(&etcd, &keys.rollout(), rollout);
-    let f = fleet_router(&etcd.url(), "ams");
+    let f = fleet_router(&[etcd.url()], "ams");
     // Applied, and then written to the cache file (just after /status
     // shows the revision).
     let cache = f.dir.path().join("cache.json");
@@ -416,7 +359,7 @@ fn restarts_from_the_cache_while_etcd_is_down() {
     std::fs::write(
         &lonely,
         local_file(
-            &etcd.url(),
+            &[etcd.url()],
             free_addr(),
             free_addr(),
             "ams",
@@ -445,7 +388,7 @@ fn an_invalid_config_is_refused_by_every_router() {
     let rev = put(&etcd, &keys.config(), &shared(&refs, &[1, 1]));
     let routers: Vec<FleetRouter> = ["ams", "sin"]
         .iter()
-        .map(|s| fleet_router(&etcd.url(), s))
+        .map(|s| fleet_router(&[etcd.url()], s))
         .collect();
     for f in &routers {
         wait_for(Duration::from_secs(10), || revision(&f.r, "config") == rev);

@@ -16,7 +16,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,7 +24,11 @@ use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
+mod cluster;
+mod send;
 mod wire;
+
+pub use cluster::MemberStatus;
 
 /// What can go wrong talking to etcd.
 #[derive(Debug, thiserror::Error)]
@@ -200,6 +204,9 @@ pub struct Client {
     watch_agent: ureq::Agent,
     credentials: Option<(String, String)>,
     token: Mutex<Option<String>>,
+    /// How long a request may keep trying while the cluster elects a
+    /// leader (the request timeout).
+    patience: Duration,
 }
 
 impl std::fmt::Debug for Client {
@@ -304,6 +311,7 @@ impl Client {
             watch_agent: build(opts.watch_idle),
             credentials: opts.credentials.clone(),
             token: Mutex::new(None),
+            patience: opts.timeout,
         })
     }
 
@@ -352,59 +360,6 @@ impl Client {
                 reason: e.to_string(),
             }),
         }
-    }
-
-    /// Sends one request, trying each endpoint from the last good one; a
-    /// rejected token is renewed once.
-    fn send<T>(
-        &self,
-        what: &'static str,
-        mut call: impl FnMut(&str, Option<&str>) -> std::result::Result<T, EtcdError>,
-    ) -> Result<T> {
-        let n = self.endpoints.len().max(1);
-        let first = self.current.load(Relaxed);
-        let mut last = String::from("no endpoints configured");
-        for k in 0..n {
-            let i = (first + k) % n;
-            let Some(base) = self.endpoints.get(i) else {
-                break;
-            };
-            let mut renewed = false;
-            loop {
-                let token = match self.authenticate(base) {
-                    Ok(t) => t,
-                    Err(EtcdError::Unreachable { reason, .. }) => {
-                        last = format!("{base}: {reason}");
-                        break;
-                    }
-                    Err(e) => return Err(e),
-                };
-                match call(base, token.as_deref()) {
-                    Ok(v) => {
-                        self.current.store(i, Relaxed);
-                        return Ok(v);
-                    }
-                    Err(EtcdError::Unreachable { reason, .. }) => {
-                        last = format!("{base}: {reason}");
-                        break;
-                    }
-                    Err(EtcdError::Status { status, body, .. })
-                        if !renewed
-                            && self.credentials.is_some()
-                            && (status == 401 || body.contains("invalid auth token")) =>
-                    {
-                        *self.token.lock().unwrap_or_else(|e| e.into_inner()) = None;
-                        renewed = true;
-                    }
-                    Err(e) => return Err(e),
-                }
-            }
-        }
-        let _ = what;
-        Err(EtcdError::Unreachable {
-            endpoints: self.endpoints(),
-            reason: last,
-        })
     }
 
     fn post<T: serde::de::DeserializeOwned>(

@@ -14,21 +14,39 @@ use super::Kv;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct I64(pub i64);
 
+/// An unsigned one (member ids use all 64 bits).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct U64(pub u64);
+
+/// A number written as a decimal string or a JSON number.
+fn gateway_number<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de> + std::str::FromStr,
+{
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Raw<T> {
+        Text(String),
+        Number(T),
+    }
+    match Raw::<T>::deserialize(d)? {
+        Raw::Number(n) => Ok(n),
+        Raw::Text(s) => s
+            .parse()
+            .map_err(|_| serde::de::Error::custom(format!("{s:?} is not a 64-bit integer"))),
+    }
+}
+
 impl<'de> Deserialize<'de> for I64 {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Number(i64),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Number(n) => Ok(I64(n)),
-            Raw::Text(s) => s
-                .parse()
-                .map(I64)
-                .map_err(|_| serde::de::Error::custom(format!("{s:?} is not a 64-bit integer"))),
-        }
+        gateway_number(d).map(I64)
+    }
+}
+
+impl<'de> Deserialize<'de> for U64 {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        gateway_number(d).map(U64)
     }
 }
 

@@ -283,6 +283,7 @@ impl Control {
         let since = inner.disconnected_since;
         serde_json::json!({
             "etcd": self.settings.endpoints,
+            "endpoint": self.client.endpoint(),
             "prefix": self.keys.prefix(),
             "id": self.id,
             "scope": self.settings.scope,

@@ -13,6 +13,7 @@ use ketama::{Layout, Node, Ring, RingBuilder};
 use ketama_router::origin::Origin;
 
 pub mod echo;
+pub mod fleet;
 pub mod tls;
 
 pub fn free_port() -> u16 {
