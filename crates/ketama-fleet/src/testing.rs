@@ -236,6 +236,67 @@ impl EtcdCluster {
         self.children[i] = Some(self.members[i].spawn(&initial, "existing")?);
         Ok(())
     }
+
+    /// Member `i` lost its disk: killed, removed from the cluster, its
+    /// data directory wiped, added back as a new member and started empty
+    /// (`--initial-cluster-state existing`), as an operator replaces a
+    /// member; returns once it answers with a leader. Needs the others'
+    /// quorum.
+    pub fn wipe_and_rejoin(&mut self, i: usize) -> std::io::Result<()> {
+        self.kill(i);
+        let live = (0..self.members.len())
+            .find(|&j| j != i && self.children[j].is_some())
+            .ok_or_else(|| std::io::Error::other("no live member to ask"))?;
+        let api = |path: &str, body: &str| -> std::io::Result<serde_json::Value> {
+            let url = format!("{}{path}", self.members[live].client_url());
+            let text = ureq::post(&url)
+                .send_string(body)
+                .map_err(|e| std::io::Error::other(format!("{url}: {e}")))?
+                .into_string()?;
+            serde_json::from_str(&text).map_err(std::io::Error::other)
+        };
+        let list = api("/v3/cluster/member/list", "{}")?;
+        let name = self.members[i].name.clone();
+        let id = list["members"]
+            .as_array()
+            .and_then(|ms| ms.iter().find(|m| m["name"] == name.as_str()))
+            .and_then(|m| m["ID"].as_str().map(str::to_string))
+            .ok_or_else(|| std::io::Error::other(format!("{name} is not in {list}")))?;
+        api(
+            "/v3/cluster/member/remove",
+            &format!("{{\"ID\": \"{id}\"}}"),
+        )?;
+        let _ = std::fs::remove_dir_all(self.members[i].dir.join("data"));
+        let peer = self.members[i].peer_url();
+        // etcd refuses a new member (503, "unhealthy cluster") until the
+        // leader has seen the others active for a while after the removal.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while let Err(e) = api(
+            "/v3/cluster/member/add",
+            &format!("{{\"peerURLs\": [\"{peer}\"]}}"),
+        ) {
+            if Instant::now() > deadline {
+                return Err(e);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let initial = self.initial_cluster();
+        self.children[i] = Some(self.members[i].spawn(&initial, "existing")?);
+        let url = self.members[i].client_url();
+        let c = self.client();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !c.member_status(&url).is_ok_and(|s| s.leader.is_some()) {
+            if Instant::now() > deadline {
+                let log = std::fs::read_to_string(self.members[i].dir.join("etcd.log"))
+                    .unwrap_or_default();
+                return Err(std::io::Error::other(format!(
+                    "{name} did not rejoin in 30 s: {log}"
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(())
+    }
 }
 
 impl Drop for EtcdCluster {
