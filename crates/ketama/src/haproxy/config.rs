@@ -192,10 +192,11 @@ struct Params {
 /// [`Error::Backend`] when the backend is missing or ambiguous.
 pub fn parse_backend(text: &str, file: &Path, backend: Option<&str>) -> Result<Backend> {
     let file = file.display().to_string();
-    let mut found: Vec<String> = Vec::new();
-    let mut out: Option<Backend> = None;
-    // The current section: (keyword, name); defaults' settings carry on.
-    let mut section: (String, String) = (String::new(), String::new());
+    // Every backend or listen section, whole, in order; the one wanted is
+    // chosen at the end (a section without servers, such as a stats
+    // backend, does not count as a candidate).
+    let mut sections: Vec<Backend> = Vec::new();
+    let (mut in_defaults, mut in_backend) = (false, false);
     let (mut def_params, mut def_hash, mut def_balance) = (Params::default(), None, None);
     let mut params = Params::default();
     let mut seen: Vec<(String, usize)> = Vec::new();
@@ -209,50 +210,53 @@ pub fn parse_backend(text: &str, file: &Path, backend: Option<&str>) -> Result<B
         let words = split(raw).map_err(&syntax)?;
         let Some(first) = words.first() else { continue };
         if SECTIONS.contains(&first.as_str()) {
-            section = (first.clone(), words.get(1).cloned().unwrap_or_default());
+            in_defaults = first == "defaults";
             if matches!(first.as_str(), "backend" | "listen") {
                 params = def_params;
-                let wanted = backend.is_none_or(|b| b == section.1);
-                if wanted && out.is_none() {
-                    out = Some(Backend {
-                        name: section.1.clone(),
-                        nodes: Vec::new(),
-                        scheme: None,
-                        hash_type: def_hash.clone(),
-                        balance: def_balance.clone(),
-                    });
+                seen.clear();
+                sections.push(Backend {
+                    name: words.get(1).cloned().unwrap_or_default(),
+                    nodes: Vec::new(),
+                    scheme: None,
+                    hash_type: def_hash.clone(),
+                    balance: def_balance.clone(),
+                });
+            }
+            // Lines of other sections belong to no backend.
+            in_backend = matches!(first.as_str(), "backend" | "listen");
+            continue;
+        }
+        let args = || words[1..].join(" ");
+        if in_defaults {
+            match first.as_str() {
+                "default-server" => {
+                    def_params = read_params(&words[1..], def_params).map_err(&syntax)?
                 }
+                "hash-type" => def_hash = Some(args()),
+                "balance" => def_balance = Some(args()),
+                _ => {}
             }
             continue;
         }
-        let in_defaults = section.0 == "defaults";
-        let in_backend = matches!(section.0.as_str(), "backend" | "listen");
-        let ours = in_backend
-            && out.as_ref().is_some_and(|b| b.name == section.1)
-            && backend.is_none_or(|b| b == section.1);
-        let args = || words[1..].join(" ");
+        let Some(cur) = sections.last_mut().filter(|_| in_backend) else {
+            continue;
+        };
+        // Another backend's lines are skipped unread: its errors are not
+        // this import's.
+        let ours = backend.is_none_or(|b| b == cur.name);
         match first.as_str() {
-            "default-server" if in_defaults => {
-                def_params = read_params(&words[1..], def_params).map_err(&syntax)?
-            }
             "default-server" if ours => {
                 params = read_params(&words[1..], params).map_err(&syntax)?
             }
-            "hash-type" if in_defaults => def_hash = Some(args()),
-            "balance" if in_defaults => def_balance = Some(args()),
-            "hash-type" if ours => out.as_mut().unwrap().hash_type = Some(args()),
-            "balance" if ours => out.as_mut().unwrap().balance = Some(args()),
+            "hash-type" => cur.hash_type = Some(args()),
+            "balance" => cur.balance = Some(args()),
             "server-template" if ours => return Err(syntax(
                 "server-template makes servers ketama cannot list: write them out as server lines"
                     .into(),
             )),
-            "server" if in_backend => {
-                if !found.contains(&section.1) {
-                    found.push(section.1.clone());
-                }
-                if !ours {
-                    continue;
-                }
+            // Counted, for naming the sections with servers in errors.
+            "server" if !ours => cur.nodes.push(Node::new("", 0)),
+            "server" => {
                 if words.len() < 3 {
                     return Err(syntax("expected `server NAME ADDRESS [params]`".into()));
                 }
@@ -269,48 +273,55 @@ pub fn parse_backend(text: &str, file: &Path, backend: Option<&str>) -> Result<B
                 if let Some(id) = p.id {
                     node = node.with_id(id);
                 }
-                out.as_mut().unwrap().nodes.push(node);
+                cur.nodes.push(node);
             }
             _ => {}
         }
     }
-    let mut b = match (out, backend) {
-        (Some(b), _) if !b.nodes.is_empty() || backend.is_some() => b,
-        (_, Some(name)) => {
+    let found: Vec<String> = sections
+        .iter()
+        .filter(|b| !b.nodes.is_empty())
+        .map(|b| b.name.clone())
+        .collect();
+    let mut b = match backend {
+        Some(name) => match sections.into_iter().find(|b| b.name == name) {
+            Some(b) if b.nodes.is_empty() => {
+                return Err(Error::Backend {
+                    file,
+                    reason: format!("backend {name:?} has no server line"),
+                })
+            }
+            Some(b) => b,
+            None => {
+                return Err(Error::Backend {
+                    file,
+                    reason: format!(
+                        "no backend or listen section named {name:?}; the ones with servers: {}",
+                        list(&found)
+                    ),
+                })
+            }
+        },
+        None if found.len() > 1 => {
             return Err(Error::Backend {
                 file,
                 reason: format!(
-                    "no backend or listen section named {name:?}; the ones with servers: {}",
+                    "{} sections have servers ({}): name one with --backend",
+                    found.len(),
                     list(&found)
                 ),
             })
         }
-        _ => {
-            return Err(Error::Backend {
-                file,
-                reason: format!(
-                    "no backend or listen section with servers (found: {})",
-                    list(&found)
-                ),
-            })
-        }
+        None => match sections.into_iter().find(|b| !b.nodes.is_empty()) {
+            Some(b) => b,
+            None => {
+                return Err(Error::Backend {
+                    file,
+                    reason: "no backend or listen section with servers".into(),
+                })
+            }
+        },
     };
-    if backend.is_none() && found.len() > 1 {
-        return Err(Error::Backend {
-            file,
-            reason: format!(
-                "{} sections have servers ({}): name one with --backend",
-                found.len(),
-                list(&found)
-            ),
-        });
-    }
-    if b.nodes.is_empty() {
-        return Err(Error::Backend {
-            file,
-            reason: format!("backend {:?} has no server line", b.name),
-        });
-    }
     b.scheme = b.hash_type.as_deref().and_then(scheme_of);
     Ok(b)
 }
@@ -516,6 +527,14 @@ mod tests {
             .contains("no backend or listen section named \"z\"; the ones with servers: b"));
         assert!(e("backend b\n server a \"1.1.1.1:80\n", None)
             .contains("h.cfg:2: a quote is not closed"));
+    }
+
+    #[test]
+    fn a_backend_without_servers_is_no_candidate() {
+        let cfg = "backend stats\n  stats enable\nlisten cache\n  hash-type consistent\n  server a 10.0.0.1:80\n";
+        let b = parse(cfg, None).unwrap();
+        assert_eq!((b.name.as_str(), b.nodes.len()), ("cache", 1));
+        assert_eq!(b.scheme.unwrap().to_string(), "haproxy");
     }
 
     #[test]
