@@ -249,7 +249,10 @@ impl EtcdCluster {
             .ok_or_else(|| std::io::Error::other("no live member to ask"))?;
         let api = |path: &str, body: &str| -> std::io::Result<serde_json::Value> {
             let url = format!("{}{path}", self.members[live].client_url());
-            let text = ureq::post(&url)
+            let text = ureq::AgentBuilder::new()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .post(&url)
                 .send_string(body)
                 .map_err(|e| std::io::Error::other(format!("{url}: {e}")))?
                 .into_string()?;
