@@ -100,14 +100,25 @@ fn a_leader_killed_mid_rollout_leaves_it_whole_and_a_lost_quorum_is_named() {
     let other = (0..3).find(|&i| i != leader).unwrap();
     etcd.kill(leader);
     etcd.kill(other);
-    let out = fleet(&etcd, &["status"]).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
-    assert!(
-        err.contains("etcd has no quorum: 1 of 3 members answer")
-            && err.contains("none has a leader"),
-        "{err}"
-    );
+    // The survivor still names its dead leader until its election timeout
+    // passes: poll until it says it has none.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let out = fleet(&etcd, &["status"]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(!out.status.success());
+        if err.contains("etcd has no quorum: 1 of 3 members are up")
+            && err.contains("none has a leader")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{err}\nmembers: {:?}",
+            etcd.client().cluster_status()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
     // Restored: status answers again.
     etcd.restart(leader).unwrap();
     etcd.restart(other).unwrap();

@@ -37,8 +37,13 @@ impl Named<'_> {
 
     /// The certificates of a PEM file, in file order (at least one).
     pub fn certificates(&self) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
-        let pem = self.read()?;
-        let certs = CertificateDer::pem_slice_iter(&pem)
+        self.certificates_in(&self.read()?)
+    }
+
+    /// [`certificates`](Self::certificates) of the file's bytes, already
+    /// read.
+    pub fn certificates_in(&self, pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, ConfigError> {
+        let certs = CertificateDer::pem_slice_iter(pem)
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| self.err(format!("not a PEM certificate file: {e}")))?;
         if certs.is_empty() {
@@ -54,8 +59,13 @@ impl Named<'_> {
 
     /// The private key of a PEM file (PKCS#8, SEC1 or PKCS#1).
     pub fn private_key(&self) -> Result<PrivateKeyDer<'static>, ConfigError> {
-        let pem = self.read()?;
-        PrivateKeyDer::from_pem_slice(&pem).map_err(|e| {
+        self.private_key_in(&self.read()?)
+    }
+
+    /// [`private_key`](Self::private_key) of the file's bytes, already
+    /// read.
+    pub fn private_key_in(&self, pem: &[u8]) -> Result<PrivateKeyDer<'static>, ConfigError> {
+        PrivateKeyDer::from_pem_slice(pem).map_err(|e| {
             self.err(format!(
                 "no private key in it ({e}): give the PEM key (BEGIN PRIVATE KEY, EC PRIVATE KEY or RSA PRIVATE KEY)"
             ))

@@ -195,6 +195,12 @@ impl EtcdCluster {
             .join(",")
     }
 
+    /// The process ids of the members running now (for CPU and memory
+    /// figures).
+    pub fn pids(&self) -> Vec<u32> {
+        self.children.iter().flatten().map(Child::id).collect()
+    }
+
     /// Every member's client URL, in order.
     pub fn urls(&self) -> Vec<String> {
         self.members.iter().map(Member::client_url).collect()

@@ -400,6 +400,11 @@ fn hanging_backends_time_out_and_are_skipped() {
     let resp = get(&r, &owned_by(mute_addr));
     assert_eq!(resp.status, 504, "{}", resp.body);
     assert!(t.elapsed() >= Duration::from_millis(750) && t.elapsed() < Duration::from_secs(5));
+    // The router's own answer names whose failure it was.
+    assert_eq!(
+        resp.headers.get("x-ketama-backend").map(String::as_str),
+        Some(mute_addr.to_string().as_str())
+    );
     let m = metrics_text(&r);
     assert_eq!(
         sample(

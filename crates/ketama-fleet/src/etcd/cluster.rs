@@ -90,28 +90,41 @@ impl Client {
             .collect()
     }
 
-    /// Why the cluster cannot serve, when its members answer but none
-    /// follows a leader: `Some("2 of 3 members answer ...")`; `None` when
-    /// some member has a leader or none answers.
+    /// Why the cluster cannot serve, when members run but none follows a
+    /// leader that answers: `Some("1 of 3 members are up ...")`; `None`
+    /// when a leader answers or every member refuses connections. A
+    /// member is up when it answers its status or takes the connection
+    /// and says nothing in time (a member cut off from its majority can
+    /// do either); a follower cut off can also go on naming its dead
+    /// leader, as etcd 3.4's do, so a named leader counts only when it
+    /// answered too.
     pub fn no_quorum(&self) -> Option<String> {
         let all = self.cluster_status();
         let up: Vec<&MemberStatus> = all.iter().filter_map(|(_, s)| s.as_ref().ok()).collect();
-        if up.is_empty() || up.iter().any(|s| s.leader.is_some()) {
+        let answers = |id: u64| up.iter().any(|s| s.member_id == id);
+        if up.iter().any(|s| s.leader.is_some_and(answers)) {
+            return None;
+        }
+        let silent = |s: &Result<MemberStatus>| matches!(s, Err(super::EtcdError::Unreachable { reason, .. }) if reason.contains("timed out"));
+        let mut running: Vec<String> = up.iter().map(|s| s.endpoint.clone()).collect();
+        running.extend(
+            all.iter()
+                .filter(|(_, s)| silent(s))
+                .map(|(e, _)| format!("{e} (no answer in time)")),
+        );
+        if running.is_empty() {
             return None;
         }
         let down: Vec<&str> = all
             .iter()
-            .filter(|(_, s)| s.is_err())
+            .filter(|(_, s)| s.is_err() && !silent(s))
             .map(|(e, _)| e.as_str())
             .collect();
         Some(format!(
-            "{} of {} members answer ({}) and none has a leader{}",
-            up.len(),
+            "{} of {} members are up ({}) and none has a leader that answers{}",
+            running.len(),
             all.len(),
-            up.iter()
-                .map(|s| s.endpoint.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
+            running.join(", "),
             if down.is_empty() {
                 String::new()
             } else {

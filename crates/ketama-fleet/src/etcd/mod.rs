@@ -25,6 +25,8 @@ use base64::Engine as _;
 use serde_json::{json, Value};
 
 mod cluster;
+#[cfg(feature = "testing")]
+pub mod decode;
 mod send;
 mod wire;
 
@@ -427,17 +429,10 @@ impl Client {
         if v.succeeded {
             return Ok(v.header.revision.0);
         }
-        // The failure branch read the key: absent (0) or its revision.
-        let current = v
-            .responses
-            .first()
-            .and_then(|r| r.response_range.as_ref())
-            .and_then(|r| r.kvs.first())
-            .map_or(0, |kv| kv.mod_revision.0);
         Err(EtcdError::Conflict {
             key: key.to_string(),
             expected,
-            current,
+            current: v.current_revision(),
         })
     }
 

@@ -126,6 +126,18 @@ pub struct Txn {
     pub responses: Vec<TxnResponse>,
 }
 
+impl Txn {
+    /// After a failed compare: the revision the failure branch read for
+    /// the key (0: absent).
+    pub fn current_revision(&self) -> i64 {
+        self.responses
+            .first()
+            .and_then(|r| r.response_range.as_ref())
+            .and_then(|r| r.kvs.first())
+            .map_or(0, |kv| kv.mod_revision.0)
+    }
+}
+
 /// One response of a transaction's branch.
 #[derive(Debug, Deserialize)]
 pub struct TxnResponse {

@@ -409,9 +409,7 @@ impl ProxyHttp for Router {
                 ),
                 _ => format!("ketama-router: {}\n", in_words(e)),
             };
-            let _ = session
-                .respond_error_with_body(code, Bytes::from(body))
-                .await;
+            let _ = self.respond_error(session, code, body, ctx).await;
         }
         FailToProxy {
             error_code: code,
@@ -460,6 +458,26 @@ fn in_words(e: &Error) -> String {
 }
 
 impl Router {
+    /// The router's own error response: with `response_headers` on, a
+    /// 502 or 504 names the last backend tried in `x-ketama-backend`, so a
+    /// client (or a soak's judge) can tell whose failure it was.
+    async fn respond_error(
+        &self,
+        session: &mut Session,
+        code: u16,
+        body: String,
+        ctx: &Ctx,
+    ) -> Result<()> {
+        let mut resp = pingora::protocols::http::ServerSession::generate_error(code);
+        resp.set_content_length(body.len())?;
+        if let (Some(state), Some(n), 502 | 504) = (&ctx.state, ctx.backend, code) {
+            if state.validated.config.server.response_headers {
+                resp.insert_header("x-ketama-backend", state.backends[n].header.clone())?;
+            }
+        }
+        session.write_error_response(resp, Bytes::from(body)).await
+    }
+
     /// A backend failed an attempt (connect error or timeout, broken
     /// response): passive health, and a log line unless one was written
     /// for it in the last few seconds.

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use ketama::{Layout, Node, Ring, RingBuilder};
 use ketama_router::origin::Origin;
 
+pub mod chaos;
 pub mod echo;
 pub mod fleet;
 pub mod tls;
@@ -76,7 +77,11 @@ pub fn start_router_with(
     let child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
         .args(["--config", config_path.to_str().unwrap()])
         .args(args)
-        .env("RUST_LOG", "warn")
+        // KETAMA_TEST_RUST_LOG=info shows what a router did, for a failure.
+        .env(
+            "RUST_LOG",
+            std::env::var("KETAMA_TEST_RUST_LOG").unwrap_or_else(|_| "warn".into()),
+        )
         .stdout(Stdio::null())
         .stderr(stderr)
         .spawn()

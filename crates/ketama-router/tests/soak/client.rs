@@ -1,0 +1,208 @@
+//! The soak's clients: HTTP/1.1 over keep-alive connections or a new
+//! connection per request, each answer recorded as the client saw it
+//! (status, the backend the router named, whether the body was whole and
+//! from that backend) with when it started and ended.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::common::chaos::body_for;
+
+/// What one request came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A whole 200 from the backend the router named.
+    Ok,
+    /// Any other status (the router's own 502/504 among them).
+    Status(u16),
+    /// A 200 whose body stopped short (the connection closed under it).
+    Truncated,
+    /// A 200 whose body is not what the named backend sends for it.
+    WrongBody,
+    /// No answer: the router refused, reset or said nothing.
+    Transport(String),
+}
+
+/// One request as the client saw it.
+#[derive(Clone, Debug)]
+pub struct Record {
+    /// Which router it went through.
+    pub router: usize,
+    /// Its target.
+    pub target: String,
+    /// When it was sent and when its answer ended.
+    pub start: Instant,
+    /// When the answer ended (or failed).
+    pub end: Instant,
+    /// The port in `x-ketama-backend`, if any.
+    pub backend: Option<u16>,
+    /// What it came to.
+    pub outcome: Outcome,
+}
+
+/// Client threads until stopped, their records collected.
+pub struct Clients {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<(Vec<Record>, u64)>>,
+}
+
+impl Clients {
+    /// For each router, one client on a keep-alive connection and one
+    /// opening a new connection per request.
+    pub fn start(routers: &[SocketAddr]) -> Clients {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+        for (n, &addr) in routers.iter().enumerate() {
+            for keep_alive in [true, false] {
+                let stop = stop.clone();
+                threads.push(std::thread::spawn(move || run(n, addr, keep_alive, &stop)));
+            }
+        }
+        Clients { stop, threads }
+    }
+
+    /// Stops them: every record, and how many kept-alive connections the
+    /// router closed just as a request went out (retried on a new one, as
+    /// HTTP lets a client do when nothing came back).
+    pub fn stop(self) -> (Vec<Record>, u64) {
+        self.stop.store(true, Relaxed);
+        let mut all = Vec::new();
+        let mut raced = 0;
+        for t in self.threads {
+            let (r, n) = t.join().unwrap();
+            all.extend(r);
+            raced += n;
+        }
+        all.sort_by_key(|r| r.start);
+        (all, raced)
+    }
+}
+
+fn run(router: usize, addr: SocketAddr, keep_alive: bool, stop: &AtomicBool) -> (Vec<Record>, u64) {
+    let tag = if keep_alive { "k" } else { "n" };
+    let mut records = Vec::new();
+    let mut conn: Option<BufReader<TcpStream>> = None;
+    let mut raced = 0;
+    let mut i = 0u64;
+    while !stop.load(Relaxed) {
+        let target = format!("/soak/{router}{tag}/{i}?v={}", i % 13);
+        i += 1;
+        let start = Instant::now();
+        let reused = conn.is_some();
+        let mut got = exchange(&mut conn, addr, &target, keep_alive);
+        if reused && matches!(&got, Err(Silent)) {
+            raced += 1;
+            conn = None;
+            got = exchange(&mut conn, addr, &target, keep_alive);
+        }
+        let (backend, outcome) = match got {
+            Ok(v) => v,
+            Err(Silent) => (None, Outcome::Transport("closed without an answer".into())),
+        };
+        if outcome != Outcome::Ok {
+            conn = None;
+        }
+        records.push(Record {
+            router,
+            target,
+            start,
+            end: Instant::now(),
+            backend,
+            outcome,
+        });
+    }
+    (records, raced)
+}
+
+/// Nothing at all came back.
+struct Silent;
+
+fn exchange(
+    conn: &mut Option<BufReader<TcpStream>>,
+    addr: SocketAddr,
+    target: &str,
+    keep_alive: bool,
+) -> Result<(Option<u16>, Outcome), Silent> {
+    if conn.is_none() {
+        match TcpStream::connect(addr) {
+            Ok(c) => {
+                let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
+                *conn = Some(BufReader::new(c));
+            }
+            Err(e) => return Ok((None, Outcome::Transport(format!("connect: {e}")))),
+        }
+    }
+    let r = conn.as_mut().unwrap();
+    let close = if keep_alive {
+        ""
+    } else {
+        "Connection: close\r\n"
+    };
+    let req = format!("GET {target} HTTP/1.1\r\nHost: soak\r\n{close}\r\n");
+    if r.get_mut().write_all(req.as_bytes()).is_err() {
+        return Err(Silent);
+    }
+    let mut status_line = String::new();
+    match r.read_line(&mut status_line) {
+        Ok(0) | Err(_) => return Err(Silent),
+        Ok(_) => {}
+    }
+    let status: u16 = match status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+    {
+        Some(s) => s,
+        None => {
+            return Ok((
+                None,
+                Outcome::Transport(format!("bad status line {status_line:?}")),
+            ))
+        }
+    };
+    let (mut length, mut backend, mut closes) = (None, None, !keep_alive);
+    loop {
+        let mut h = String::new();
+        match r.read_line(&mut h) {
+            Ok(0) | Err(_) => return Ok((backend, Outcome::Transport("head cut short".into()))),
+            Ok(_) => {}
+        }
+        if h.trim().is_empty() {
+            break;
+        }
+        let Some((k, v)) = h.split_once(':') else {
+            continue;
+        };
+        let (k, v) = (k.trim().to_ascii_lowercase(), v.trim());
+        match k.as_str() {
+            "content-length" => length = v.parse::<usize>().ok(),
+            "x-ketama-backend" => backend = v.rsplit(':').next().and_then(|p| p.parse().ok()),
+            "connection" => closes |= v.eq_ignore_ascii_case("close"),
+            _ => {}
+        }
+    }
+    let mut body = vec![0u8; length.unwrap_or(0)];
+    let mut read = 0;
+    while read < body.len() {
+        match r.read(&mut body[read..]) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => read += n,
+        }
+    }
+    if closes {
+        *conn = None;
+    }
+    let outcome = if status != 200 {
+        Outcome::Status(status)
+    } else if length.is_none() || read < body.len() {
+        Outcome::Truncated
+    } else if backend.is_none_or(|p| body != body_for(p, target)) {
+        Outcome::WrongBody
+    } else {
+        Outcome::Ok
+    };
+    Ok((backend, outcome))
+}

@@ -1,0 +1,425 @@
+//! The chaos soak: steady load through two routers steered by a
+//! three-member etcd cluster while a seeded scheduler, at random moments,
+//! takes origins down, stalls them, makes them answer garbage or reset
+//! mid-body, kills etcd members (the leader among them), pushes broken and
+//! good configs and rollout changes, and reloads the routers by SIGHUP
+//! and `POST /reload`. It judges by what the clients saw against its own
+//! log of faults (see `judge.rs`), by what the routers logged, and by
+//! whether each change showed in both routers' `/status`.
+//!
+//! `KETAMA_SOAK_SECONDS` (default 60: CI's run), `KETAMA_SOAK_SEED` (to
+//! replay one), `KETAMA_SOAK_REPORT` (a file the table is written to);
+//! `scripts/soak.sh MINUTES` runs it long, in release.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod client;
+mod judge;
+mod procs;
+mod report;
+
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use common::chaos::{ChaosOrigin, Mode};
+use common::fleet::{control, local_file, PREFIX};
+use common::*;
+use judge::{ConfigWindow, Fault};
+use ketama_fleet::testing::EtcdCluster;
+use ketama_fleet::Keys;
+
+/// Each router's own `[server]` limits, beyond the fleet tests' file: a
+/// stalled backend costs 800 ms, one failure takes a backend out for 2 s.
+const SERVER: &str = "grace_period_seconds = 0\nretries = 2\nconnect_timeout_ms = 300\nread_timeout_ms = 800\nmax_fails = 1\nfail_timeout_ms = 2000\n";
+
+/// Configs the routers must refuse (each keeps the running state).
+const BROKEN: [&str; 3] = [
+    "[ring]\nlayout = \"compact\"\n\n[[backends]]\naddress = \"not an address\"\n",
+    "[ring]\nlayout = \"sparse\"\n",
+    "[[backends]]\naddress = \"127.0.0.1:1\"\nweight = -3\n",
+];
+
+/// The fleet's shared config over these origins: health checks every
+/// 500 ms, a migration ring for the rollout to move keys between.
+fn shared(ports: &[u16]) -> String {
+    let mut s = String::from(
+        "[ring]\nlayout = \"compact\"\n\n[health]\ninterval_ms = 500\ntimeout_ms = 300\n\n[migration]\nglobal_bp = 0\n[migration.ring]\nlayout = \"compact\"\npoint_multiple = 40\n",
+    );
+    for p in ports {
+        s.push_str(&format!("\n[[backends]]\naddress = \"127.0.0.1:{p}\"\n"));
+    }
+    s
+}
+
+struct Router {
+    r: RouterProc,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+fn start_router(urls: &[String], scope: &str) -> Router {
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    let cache = dir.path().join("cache.json");
+    let text = local_file(urls, proxy, admin, scope, &cache).replacen(
+        "grace_period_seconds = 0\n",
+        SERVER,
+        1,
+    );
+    std::fs::write(&path, text).unwrap();
+    let log = dir.path().join("router.log");
+    let r = start_router_with(&path, proxy, admin, &[], Some(&log));
+    Router { r, log, _dir: dir }
+}
+
+/// Writes a key through any member that takes it (retrying while the
+/// cluster elects a leader): its revision, and when the attempt that took
+/// was sent (a router can apply a write before its answer is back, so
+/// that is when the new value may first be in force).
+fn write(etcd: &EtcdCluster, key: &str, body: &str) -> (i64, Instant) {
+    let c = etcd.client();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let sent = Instant::now();
+        match c.put(key, body.as_bytes(), None) {
+            Ok(rev) => return (rev, sent),
+            Err(e) if Instant::now() > deadline => panic!("the cluster took no write in 15 s: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// How long after a write until every router's `/status` shows `rev`
+/// under `field` (`config_revision`, `rollout_revision`, or the
+/// `rejected` revision).
+fn visible_after(routers: &[Router], field: &str, rev: i64, since: Instant) -> Duration {
+    let seen = |r: &RouterProc| {
+        let c = control(r);
+        let v = match field {
+            "rejected" => &c["rejected"]["revision"],
+            f => &c[f],
+        };
+        v.as_i64() == Some(rev)
+    };
+    for f in routers {
+        wait_for(Duration::from_secs(15), || seen(&f.r));
+    }
+    since.elapsed()
+}
+
+/// A change and how long it took to show on every router, and whether an
+/// etcd member had been killed within the five seconds before it.
+pub struct Change {
+    /// What changed.
+    pub what: &'static str,
+    /// Write to visible on both routers.
+    pub lag: Duration,
+    /// Whether an etcd fault was near.
+    pub etcd_fault_near: bool,
+}
+
+#[test]
+fn soak_under_chaos() {
+    let seconds: u64 = std::env::var("KETAMA_SOAK_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(60);
+    let seed: u64 = std::env::var("KETAMA_SOAK_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    eprintln!("soak: {seconds} s, seed {seed} (KETAMA_SOAK_SEED={seed} replays the schedule)");
+    let mut rng = StdRng::seed_from_u64(seed);
+
+    let mut etcd = EtcdCluster::start(3).unwrap();
+    let urls = etcd.urls();
+    let origins: Vec<ChaosOrigin> = (0..5).map(|_| ChaosOrigin::start()).collect();
+    let ports: Vec<u16> = origins.iter().map(|o| o.addr().port()).collect();
+    let sets = [ports[..4].to_vec(), ports.clone()];
+    let keys = Keys::new(PREFIX);
+    let (rev, written) = write(&etcd, &keys.config(), &shared(&sets[0]));
+    let mut configs = vec![ConfigWindow {
+        ports: sets[0].clone(),
+        written,
+        replaced: None,
+    }];
+    let routers: Vec<Router> = ["ams", "sin"]
+        .iter()
+        .map(|s| start_router(&urls, s))
+        .collect();
+    visible_after(&routers, "config_revision", rev, written);
+    let pids: Vec<u32> = routers.iter().map(|f| f.r.child.id()).collect();
+
+    let t0 = Instant::now();
+    let clients = client::Clients::start(&routers.iter().map(|f| f.r.proxy).collect::<Vec<_>>());
+    let mut faults: Vec<Fault> = Vec::new();
+    let mut changes: Vec<Change> = Vec::new();
+    let mut samples = vec![report::sample(t0, &pids)];
+    let mut counts = std::collections::BTreeMap::<&str, usize>::new();
+    // Origin faults and the etcd member down now: (index, fault, ends at).
+    let mut open: Vec<(usize, Fault, Instant)> = Vec::new();
+    let mut etcd_down: Option<(usize, Fault, Instant)> = None;
+    let mut last_etcd_fault: Option<Instant> = None;
+    let mut set_now = 0;
+    let quiet_tail = Duration::from_secs(4);
+    let run_for = Duration::from_secs(seconds);
+    let sample_every = Duration::from_secs(if seconds >= 600 { 30 } else { 10 });
+    let mut next_sample = t0 + sample_every;
+    let mut next_action = t0 + Duration::from_secs(2);
+
+    while t0.elapsed() < run_for {
+        let now = Instant::now();
+        let stopping = now + quiet_tail >= t0 + run_for;
+        // Faults due to end, or all of them in the quiet tail.
+        open.retain_mut(|(i, f, ends)| {
+            if *ends > now && !stopping {
+                return true;
+            }
+            origins[*i].set(Mode::Normal);
+            f.end = Instant::now();
+            faults.push(f.clone());
+            false
+        });
+        if etcd_down
+            .as_ref()
+            .is_some_and(|(_, _, ends)| *ends <= now || stopping)
+        {
+            let (m, mut f, _) = etcd_down.take().unwrap();
+            etcd.restart(m).unwrap();
+            f.end = Instant::now();
+            faults.push(f);
+        }
+        if now >= next_sample {
+            samples.push(report::sample(t0, &pids));
+            next_sample += sample_every;
+        }
+        if stopping || now < next_action {
+            std::thread::sleep(Duration::from_millis(20));
+            continue;
+        }
+        next_action = now + Duration::from_millis(rng.random_range(300..1200));
+        let near =
+            |last: Option<Instant>| last.is_some_and(|t| t.elapsed() < Duration::from_secs(5));
+        match rng.random_range(0..10) {
+            0..=3 if open.len() < 2 => {
+                let i = rng.random_range(0..origins.len());
+                if open.iter().any(|(j, _, _)| *j == i) {
+                    continue;
+                }
+                let mode =
+                    [Mode::Down, Mode::Stall, Mode::Garbage, Mode::Reset][rng.random_range(0..4)];
+                origins[i].set(mode);
+                *counts.entry(mode.name()).or_default() += 1;
+                let fault = Fault {
+                    kind: format!("origin {}", mode.name()),
+                    port: ports[i],
+                    mode: Some(mode),
+                    start: Instant::now(),
+                    end: Instant::now(),
+                };
+                open.push((
+                    i,
+                    fault,
+                    now + Duration::from_millis(rng.random_range(1000..3500)),
+                ));
+            }
+            4 if etcd_down.is_none() => {
+                let leader = rng.random_bool(0.5).then(|| etcd.leader()).flatten();
+                let m = leader.unwrap_or_else(|| rng.random_range(0..3));
+                let kind = if leader.is_some() {
+                    "etcd leader"
+                } else {
+                    "etcd member"
+                };
+                etcd.kill(m);
+                *counts.entry(kind).or_default() += 1;
+                last_etcd_fault = Some(Instant::now());
+                let fault = Fault {
+                    kind: kind.into(),
+                    port: 0,
+                    mode: None,
+                    start: Instant::now(),
+                    end: Instant::now(),
+                };
+                etcd_down = Some((
+                    m,
+                    fault,
+                    now + Duration::from_millis(rng.random_range(2000..4500)),
+                ));
+            }
+            5 | 6 => {
+                if rng.random_bool(0.3) {
+                    let text = BROKEN[rng.random_range(0..BROKEN.len())];
+                    let (rev, at) = write(&etcd, &keys.config(), text);
+                    let lag = visible_after(&routers, "rejected", rev, at);
+                    *counts.entry("broken config").or_default() += 1;
+                    changes.push(Change {
+                        what: "broken config refused",
+                        lag,
+                        etcd_fault_near: near(last_etcd_fault),
+                    });
+                }
+                set_now = 1 - set_now;
+                let (rev, at) = write(&etcd, &keys.config(), &shared(&sets[set_now]));
+                let lag = visible_after(&routers, "config_revision", rev, at);
+                configs.last_mut().unwrap().replaced = Some(Instant::now());
+                configs.push(ConfigWindow {
+                    ports: sets[set_now].clone(),
+                    written: at,
+                    replaced: None,
+                });
+                *counts.entry("config").or_default() += 1;
+                changes.push(Change {
+                    what: "config",
+                    lag,
+                    etcd_fault_near: near(last_etcd_fault),
+                });
+            }
+            7 => {
+                let bp = rng.random_range(0..=10_000);
+                let body = format!(
+                    "{{\"global_bp\": {bp}, \"scopes\": {{\"sin\": {}}}}}",
+                    10_000 - bp
+                );
+                let (rev, at) = write(&etcd, &keys.rollout(), &body);
+                let lag = visible_after(&routers, "rollout_revision", rev, at);
+                *counts.entry("rollout").or_default() += 1;
+                changes.push(Change {
+                    what: "rollout",
+                    lag,
+                    etcd_fault_near: near(last_etcd_fault),
+                });
+            }
+            8 => {
+                let f = &routers[rng.random_range(0..routers.len())];
+                let ok = std::process::Command::new("kill")
+                    .args(["-HUP", &f.r.child.id().to_string()])
+                    .status()
+                    .unwrap()
+                    .success();
+                assert!(ok, "SIGHUP not delivered");
+                *counts.entry("SIGHUP").or_default() += 1;
+            }
+            9 => {
+                let f = &routers[rng.random_range(0..routers.len())];
+                let resp = admin_call(&f.r, "POST", "/reload", "");
+                assert_eq!(resp.status, 200, "POST /reload: {}", resp.body);
+                *counts.entry("POST /reload").or_default() += 1;
+            }
+            _ => {}
+        }
+    }
+    let (records, raced) = clients.stop();
+    samples.push(report::sample(t0, &pids));
+
+    let verdict = judge::judge(&records, &faults, &configs);
+    let mut causes: Vec<String> = vec!["rejected".into()];
+    if counts.keys().any(|k| k.starts_with("etcd")) {
+        causes.push("etcd".into());
+    }
+    let mut log_lines = Vec::new();
+    // Kept for a look after the run (target/tmp/soak-logs/router-N.log).
+    let keep = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("soak-logs");
+    let _ = std::fs::create_dir_all(&keep);
+    for (n, f) in routers.iter().enumerate() {
+        let _ = std::fs::copy(&f.log, keep.join(format!("router-{n}.log")));
+        log_lines.extend(procs::unexplained_log_lines(&f.log, &causes));
+    }
+    let alive: Vec<bool> = routers.iter().map(|f| f.r.child.try_wait_alive()).collect();
+    let table = report::table(&report::Inputs {
+        seed,
+        seconds,
+        verdict: &verdict,
+        counts: &counts,
+        changes: &changes,
+        samples: &samples,
+        raced,
+    });
+    eprintln!("{table}");
+    if let Ok(path) = std::env::var("KETAMA_SOAK_REPORT") {
+        std::fs::write(path, &table).unwrap();
+    }
+
+    // The judge can fail: without the fault log every failure it excused
+    // is unexpected, and a log where only the first backend set was ever
+    // in force condemns every answer from the fifth origin.
+    let blind = judge::judge(&records, &[], &configs);
+    let excused: usize = verdict.expected.values().sum();
+    assert_eq!(
+        blind.unexpected_total(),
+        excused + verdict.unexpected_total(),
+        "the fault log is what excuses failures"
+    );
+    let only_a = [ConfigWindow {
+        ports: sets[0].clone(),
+        written: t0,
+        replaced: None,
+    }];
+    let fifth = records
+        .iter()
+        .filter(|r| r.backend == Some(ports[4]) && r.outcome == client::Outcome::Ok)
+        .count();
+    assert_eq!(
+        judge::judge(&records, &faults, &only_a)
+            .unexpected
+            .get("outside the configuration")
+            .copied()
+            .unwrap_or(0),
+        fifth
+    );
+
+    assert!(alive.iter().all(|a| *a), "a router exited during the soak");
+    assert!(
+        verdict.requests > 1000,
+        "too few requests to judge: {}",
+        verdict.requests
+    );
+    assert_eq!(
+        verdict.unexpected_total(),
+        0,
+        "unexpected failures (seed {seed}): {:#?}",
+        verdict.examples
+    );
+    assert!(
+        log_lines.is_empty(),
+        "router logs (seed {seed}): {log_lines:#?}"
+    );
+    for c in &changes {
+        // Near an etcd kill a router may first wait out one request to the
+        // dead member (timeout_ms), back off (retry_max_ms) and read once
+        // more while the cluster elects (timeout_ms): 3.3 s at most.
+        let limit = if c.etcd_fault_near {
+            Duration::from_millis(3300)
+        } else {
+            Duration::from_secs(1)
+        };
+        assert!(
+            c.lag <= limit,
+            "{} took {:?} to show in /status (seed {seed})",
+            c.what,
+            c.lag
+        );
+    }
+    if let Some(growth) = report::growth(&samples, Duration::from_secs(120)) {
+        assert!(
+            growth.iter().all(|g| *g <= 0.10),
+            "RSS or fds grew {growth:?} from minute 2 (seed {seed})"
+        );
+    }
+}
+
+trait Alive {
+    fn try_wait_alive(&self) -> bool;
+}
+
+impl Alive for std::process::Child {
+    /// Whether the process still runs (its `/proc` entry is not a zombie).
+    fn try_wait_alive(&self) -> bool {
+        std::fs::read_to_string(format!("/proc/{}/stat", self.id()))
+            .is_ok_and(|s| !s.contains(") Z "))
+    }
+}
