@@ -293,6 +293,7 @@ pub struct RoutingCell {
     metrics: Arc<Metrics>,
     access_log: AccessLog,
     history: Mutex<History>,
+    stored: tokio::sync::Notify,
 }
 
 impl RoutingCell {
@@ -348,12 +349,19 @@ impl RoutingCell {
             metrics,
             access_log,
             history: Mutex::default(),
+            stored: tokio::sync::Notify::new(),
         })
     }
 
     /// A read-only handle for services that only read the state.
     pub fn reader(&self) -> StateReader {
         StateReader::new(self.state.clone())
+    }
+
+    /// Wakes when a new state is stored: a waiter that must not miss one
+    /// enables the future before it reads the state it compares with.
+    pub fn stored(&self) -> tokio::sync::futures::Notified<'_> {
+        self.stored.notified()
     }
 
     /// The current routing state (a reference count; no lock).
@@ -549,6 +557,7 @@ impl RoutingCell {
             .configure(state.validated.config.access_log.as_ref());
         drop(self.state.swap(Arc::new(state)));
         crate::memory::return_free_memory();
+        self.stored.notify_waiters();
     }
 }
 

@@ -461,6 +461,11 @@ pub struct Discovery {
 impl BackgroundService for Discovery {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         loop {
+            // Enabled before the sources are read, so a reload that adds
+            // one while this pass resolves wakes the next wait.
+            let stored = self.cell.stored();
+            tokio::pin!(stored);
+            stored.as_mut().enable();
             // Only the sources are kept across the awaits, not the state.
             let (sources, nginx) = {
                 let state = self.cell.state();
@@ -471,7 +476,9 @@ impl BackgroundService for Discovery {
             };
             let now = Instant::now();
             let mut changed = false;
-            let mut next = now + Duration::from_secs(1);
+            // With no source due sooner, wake only for a new state (a
+            // reload may bring sources) or, at the latest, in a minute.
+            let mut next = now + Duration::from_secs(60);
             for src in &sources {
                 let due = self.discovery.due(src).unwrap_or(now);
                 if due <= now {
@@ -494,6 +501,7 @@ impl BackgroundService for Discovery {
             }
             tokio::select! {
                 _ = tokio::time::sleep_until(tokio::time::Instant::from_std(next.max(Instant::now() + Duration::from_millis(10)))) => {}
+                _ = stored => {}
                 _ = shutdown.changed() => return,
             }
         }

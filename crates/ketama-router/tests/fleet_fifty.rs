@@ -77,6 +77,33 @@ fn rss_mib(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// Per thread name, over every thread of `pids`: nanoseconds on a CPU
+/// (`schedstat`, exact where clock ticks are 10 ms) and voluntary context
+/// switches (wakeups).
+fn by_thread(pids: &[u32]) -> std::collections::BTreeMap<String, (u64, u64)> {
+    let mut out = std::collections::BTreeMap::new();
+    for pid in pids {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let read = |f: &str| std::fs::read_to_string(t.path().join(f)).unwrap_or_default();
+            let ns = read("schedstat")
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok());
+            let switches = read("status")
+                .lines()
+                .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))
+                .and_then(|v| v.trim().parse().ok());
+            let e = out.entry(read("comm").trim().to_string()).or_insert((0, 0));
+            e.0 += ns.unwrap_or(0);
+            e.1 += switches.unwrap_or(0);
+        }
+    }
+    out
+}
+
 fn total_cpu(pids: &[u32]) -> f64 {
     pids.iter().map(|&p| cpu_seconds(p)).sum()
 }
@@ -133,8 +160,24 @@ fn fifty_routers_one_cluster() {
     // once the starts have settled.
     std::thread::sleep(Duration::from_secs(15));
     let (r0, e0, t0) = (total_cpu(&pids), total_cpu(&etcd_pids), Instant::now());
+    let threads0 = by_thread(&pids);
     std::thread::sleep(Duration::from_secs(30));
     let idle_s = t0.elapsed().as_secs_f64();
+    let threads1 = by_thread(&pids);
+    let mut idle_threads: Vec<(String, f64, f64)> = threads1
+        .iter()
+        .map(|(name, &(ns, sw))| {
+            let (ns0, sw0) = threads0.get(name).copied().unwrap_or((0, 0));
+            let per = idle_s * ROUTERS as f64;
+            (
+                name.clone(),
+                ns.saturating_sub(ns0) as f64 / 1e9 / idle_s,
+                sw.saturating_sub(sw0) as f64 / per,
+            )
+        })
+        .collect();
+    idle_threads.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let idle_exact: f64 = idle_threads.iter().map(|t| t.1).sum();
     let idle_routers = (total_cpu(&pids) - r0) / idle_s;
     let idle_etcd = (total_cpu(&etcd_pids) - e0) / idle_s;
     let rss_idle: f64 = pids.iter().map(|&p| rss_mib(p)).sum();
@@ -226,6 +269,22 @@ fn fifty_routers_one_cluster() {
         "| CPU of all {ROUTERS} routers, idle ({idle_s:.0} s) | {:.2}% of a core ({:.3}% each) |",
         idle_routers * 100.0,
         idle_routers * 100.0 / ROUTERS as f64
+    );
+    let _ = writeln!(
+        t,
+        "| the same from `schedstat` (ns on a CPU) | {:.2}% of a core |",
+        idle_exact * 100.0
+    );
+    let parts: Vec<String> = idle_threads
+        .iter()
+        .filter(|t| t.1 > 0.0)
+        .take(6)
+        .map(|(n, cpu, w)| format!("{n} {:.2}% ({w:.1} wakeups/s a router)", cpu * 100.0))
+        .collect();
+    let _ = writeln!(
+        t,
+        "| idle CPU by thread, all routers | {} |",
+        parts.join(", ")
     );
     let _ = writeln!(
         t,
