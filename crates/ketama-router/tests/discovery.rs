@@ -62,13 +62,20 @@ impl Dns {
         panic!("dnsmasq did not start on any of 5 ports");
     }
 
-    /// Restarts dnsmasq on its port with these records.
+    /// Restarts dnsmasq on its port with these records. The port can be
+    /// briefly taken between the stop and the start (a connection's
+    /// ephemeral end, another test's socket), so a failed bind is retried
+    /// for a few seconds.
     fn serve(&mut self, records: &Records) {
-        assert!(
-            self.try_serve(records),
-            "dnsmasq did not restart on port {}",
-            self.port
-        );
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !self.try_serve(records) {
+            assert!(
+                Instant::now() < deadline,
+                "dnsmasq did not restart on port {} within 5 s",
+                self.port
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     /// Starts dnsmasq and waits until it answers; false if it exited.

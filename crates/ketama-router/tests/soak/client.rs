@@ -11,6 +11,9 @@ use std::time::{Duration, Instant};
 
 use crate::common::chaos::body_for;
 
+/// The words of the router's 502 when every candidate was out of rotation.
+const EXHAUSTED: &[u8] = b"no healthy backend left for this key";
+
 /// What one request came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Outcome {
@@ -18,6 +21,9 @@ pub enum Outcome {
     Ok,
     /// Any other status (the router's own 502/504 among them).
     Status(u16),
+    /// The router's own 502 saying no candidate of the key was left in
+    /// rotation (its body: "no healthy backend left for this key").
+    Exhausted,
     /// A 200 whose body stopped short (the connection closed under it).
     Truncated,
     /// A 200 whose body is not what the named backend sends for it.
@@ -195,7 +201,9 @@ fn exchange(
     if closes {
         *conn = None;
     }
-    let outcome = if status != 200 {
+    let outcome = if status == 502 && body.windows(EXHAUSTED.len()).any(|w| w == EXHAUSTED) {
+        Outcome::Exhausted
+    } else if status != 200 {
         Outcome::Status(status)
     } else if length.is_none() || read < body.len() {
         Outcome::Truncated

@@ -8,6 +8,14 @@
 //! | 504 | stall (the request was sent, then no answer: not retried) |
 //! | 502 | stall, garbage or reset; down only if it went down during the request |
 //! | a 200 cut short | reset; down only if it went down during the request |
+//! | 502 "no healthy backend left" | any fault; and at least `retries` + 1 origins faulty within `OUT_OF_ROTATION_MS` before it |
+//!
+//! The last row is the router doing what nginx does when every peer is
+//! marked failed: a backend stays out of rotation after its fault ends
+//! (passive health for `fail_timeout_ms`, the checker until its next check
+//! passes), so a key whose other candidates failed a moment ago has none
+//! left. The judge does not compute each key's candidates; it asks that
+//! enough origins had a fault that recently for the key to have run out.
 //!
 //! Anything else (a failure with no such fault, a transport error from
 //! the router, a wrong body, a backend outside every configuration in
@@ -74,6 +82,13 @@ fn overlaps(f: &Fault, r: &Record) -> bool {
     f.start <= r.end && f.end >= r.start
 }
 
+/// How long after its fault a backend may still be out of rotation:
+/// `fail_timeout_ms` (2000) plus a health check's interval and timeout
+/// (500 + 300), as the soak configures them.
+pub const OUT_OF_ROTATION_MS: u64 = 2800;
+/// Candidates a request has: `retries` (2) + 1.
+pub const CANDIDATES: usize = 3;
+
 fn went_down_during(f: &Fault, r: &Record) -> bool {
     f.mode == Some(Mode::Down) && f.start >= r.start && f.start <= r.end
 }
@@ -83,6 +98,18 @@ fn explained(r: &Record, faults: &[Fault]) -> bool {
     let Some(port) = r.backend else {
         return false;
     };
+    if r.outcome == Outcome::Exhausted {
+        let since = r
+            .start
+            .checked_sub(std::time::Duration::from_millis(OUT_OF_ROTATION_MS))
+            .unwrap_or(r.start);
+        let recent: std::collections::BTreeSet<u16> = faults
+            .iter()
+            .filter(|f| f.mode.is_some() && f.start <= r.end && f.end >= since)
+            .map(|f| f.port)
+            .collect();
+        return recent.contains(&port) && recent.len() >= CANDIDATES;
+    }
     faults
         .iter()
         .filter(|f| f.port == port && overlaps(f, r))
@@ -108,6 +135,7 @@ fn label(o: &Outcome) -> String {
     match o {
         Outcome::Ok => "ok".into(),
         Outcome::Status(s) => s.to_string(),
+        Outcome::Exhausted => "502 no healthy backend left".into(),
         Outcome::Truncated => "truncated 200".into(),
         Outcome::WrongBody => "wrong body".into(),
         Outcome::Transport(_) => "no answer".into(),
@@ -224,6 +252,29 @@ mod tests {
         assert_eq!(v.expected.values().sum::<usize>(), 2, "{v:?}");
         assert_eq!(v.unexpected_total(), 5, "{v:?}");
         assert_eq!(v.unexpected["outside the configuration"], 1);
+    }
+
+    #[test]
+    fn no_backend_left_is_excused_only_after_enough_recent_faults() {
+        let t0 = Instant::now() + Duration::from_secs(10);
+        let configs = [ConfigWindow {
+            ports: vec![1, 2, 3, 4],
+            written: t0,
+            replaced: None,
+        }];
+        let faults = [
+            fault(1, Mode::Garbage, 1000, 1100, t0),
+            fault(2, Mode::Down, 2000, 4000, t0),
+            fault(3, Mode::Reset, 1500, 1600, t0),
+        ];
+        let records = [
+            rec(2, Outcome::Exhausted, 3000, 2, t0), // 1, 2, 3 faulty lately: excused
+            rec(4, Outcome::Exhausted, 3000, 2, t0), // 4 itself never failed
+            rec(2, Outcome::Exhausted, 4350, 2, t0), // 1 and 3 are long back in rotation
+        ];
+        let v = judge(&records, &faults, &configs);
+        assert_eq!(v.expected.values().sum::<usize>(), 1, "{v:?}");
+        assert_eq!(v.unexpected_total(), 2, "{v:?}");
     }
 
     #[test]
