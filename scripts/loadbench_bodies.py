@@ -111,6 +111,14 @@ def bodies(lb):
         ("nginx as shipped (default proxy buffers)", base + 2, nginx(lb, base + 2, False)),
         ("nginx tuned (256 KiB buffers, no temp file)", base + 3, nginx(lb, base + 3, True)),
     ]
+    # An A/B of a change: the router and stock Pingora built before it, in the same rounds.
+    baseline = os.environ.get("BASELINE_BIN")
+    if baseline:
+        procs += [
+            ("ketama-router (baseline)", base + 4, lb.router(base + 4, 1, binary=os.path.join(baseline, "router"))[0]),
+            ("stock Pingora (baseline)", base + 5,
+             lb.stock(base + 5, 1, binary=os.path.join(baseline, "stock-jemalloc"))),
+        ]
     tests = [(label, n, get_lua(lb, n)) for label, n in SIZES] + [("1 MiB upload", UPLOAD, post_lua(lb))]
     res = {t[0]: {name: [] for name, _, _ in procs} for t in tests}
     for r in range(lb.ROUNDS):

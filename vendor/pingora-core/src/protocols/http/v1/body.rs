@@ -144,6 +144,10 @@ impl ParseState {
     }
 }
 
+/// The smallest body piece [`BodyReader::take_body`] hands out without copying: below it a copy
+/// costs little, and handing out the buffer would keep a whole read buffer alive for a few bytes.
+pub const TAKE_BODY_MIN: usize = 4096;
+
 pub struct BodyReader {
     pub body_state: ParseState,
     pub body_buf: Option<BytesMut>,
@@ -305,6 +309,29 @@ impl BodyReader {
     pub fn get_body(&self, buf_ref: &BufRef) -> &[u8] {
         // TODO: these get_*() could panic. handle them better
         buf_ref.get(self.body_buf.as_ref().unwrap())
+    }
+
+    /// The body bytes `buf_ref` names (as returned by [`Self::read_body`]) as `Bytes`.
+    ///
+    /// When they are the whole buffer, no less than [`TAKE_BODY_MIN`] bytes, and no chunked
+    /// parse still indexes into the buffer, its allocation is frozen and handed out without a
+    /// copy (`split_to`): the next read goes to the rest of the allocation, or back to its start
+    /// if the caller has dropped these bytes by then, or else to a new buffer. Otherwise the
+    /// bytes are copied out, as `Bytes::copy_from_slice(get_body(buf_ref))` does. Either way the
+    /// bytes are the same; only a piece of [`TAKE_BODY_MIN`] or more can keep its buffer alive.
+    pub fn take_body(&mut self, buf_ref: &BufRef) -> Bytes {
+        let chunked = matches!(self.body_state, PS::Chunked(..) | PS::ChunkedFinal(..));
+        match self.body_buf.as_mut() {
+            Some(buf)
+                if !chunked
+                    && buf_ref.0 == 0
+                    && buf_ref.1 == buf.len()
+                    && buf_ref.len() >= TAKE_BODY_MIN =>
+            {
+                buf.split_to(buf_ref.1).freeze()
+            }
+            _ => Bytes::copy_from_slice(self.get_body(buf_ref)),
+        }
     }
 
     #[allow(dead_code)]
@@ -2046,6 +2073,100 @@ mod tests {
         let overread = body_reader.take_body_overread().unwrap();
         assert_eq!(overread.as_ptr(), rewind_ptr);
         assert_eq!(overread.as_ref(), b"next request");
+    }
+
+    #[tokio::test]
+    async fn take_body_hands_out_large_pieces_without_copying_and_never_aliases() {
+        let a = vec![b'a'; 8192];
+        let b = vec![b'b'; 8192];
+        let c = vec![b'c'; 8192];
+        let mut mock_io = Builder::new().read(&a).read(&b).read(&c).build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.init_content_length(3 * 8192, b"");
+
+        let first = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        let buf_ptr = body_reader.body_buf.as_ref().unwrap().as_ptr();
+        let first = body_reader.take_body(&first);
+        assert_eq!(first.as_ptr(), buf_ptr, "a large piece is the read buffer itself");
+        assert_eq!(&first[..], &a[..]);
+
+        // held across the next read: the next read must not write over it
+        let second = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        let second = body_reader.take_body(&second);
+        assert_eq!(&first[..], &a[..]);
+        assert_eq!(&second[..], &b[..]);
+        drop(first);
+        drop(second);
+
+        // both dropped: the third read goes back to the start of the same allocation
+        let third = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        let third = body_reader.take_body(&third);
+        assert_eq!(&third[..], &c[..]);
+        assert_eq!(body_reader.body_state, ParseState::Complete(3 * 8192));
+        assert!(body_reader.read_body(&mut mock_io).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn take_body_copies_small_pieces_and_leaves_the_overread() {
+        // an upstream reader reads past the body (a downstream one stops at its end)
+        let mut mock_io = Builder::new().read(b"abcNEXT").build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.init_content_length(3, b"");
+        let res = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        let buf_ptr = body_reader.body_buf.as_ref().unwrap().as_ptr();
+        let body = body_reader.take_body(&res);
+        assert_eq!(&body[..], b"abc");
+        assert_ne!(body.as_ptr(), buf_ptr, "a small piece is copied");
+        assert_eq!(body_reader.get_body_overread(), Some(&b"NEXT"[..]));
+
+        let big = vec![b'x'; 5000];
+        let mut input = big.clone();
+        input.extend_from_slice(b"NEXT");
+        let mut mock_io = Builder::new().read(&input).build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.init_content_length(big.len(), b"");
+        let res = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        let body = body_reader.take_body(&res);
+        assert_eq!(&body[..], &big[..]);
+        assert_eq!(body_reader.get_body_overread(), Some(&b"NEXT"[..]));
+    }
+
+    #[tokio::test]
+    async fn take_body_copies_chunks_so_the_parse_goes_on() {
+        let one = vec![b'1'; 5000];
+        let two = vec![b'2'; 5000];
+        let mut input = b"1388\r\n".to_vec();
+        input.extend_from_slice(&one);
+        input.extend_from_slice(b"\r\n1388\r\n");
+        input.extend_from_slice(&two);
+        input.extend_from_slice(b"\r\n0\r\n\r\n");
+        let mut mock_io = Builder::new().read(&input).build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.init_chunked(b"");
+        let mut got = Vec::new();
+        while let Some(res) = body_reader.read_body(&mut mock_io).await.unwrap() {
+            got.extend_from_slice(&body_reader.take_body(&res));
+        }
+        let mut want = one.clone();
+        want.extend_from_slice(&two);
+        assert_eq!(got, want);
+
+        // a chunk across three reads: its middle piece is a whole buffer
+        let mut mock_io = Builder::new()
+            .read(b"2710\r\n")
+            .read(&[b'm'; 5000])
+            .read(&[b'n'; 5000])
+            .read(b"\r\n0\r\n\r\n")
+            .build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.init_chunked(b"");
+        let mut got = Vec::new();
+        while let Some(res) = body_reader.read_body(&mut mock_io).await.unwrap() {
+            got.extend_from_slice(&body_reader.take_body(&res));
+        }
+        let mut want = vec![b'm'; 5000];
+        want.extend_from_slice(&[b'n'; 5000]);
+        assert_eq!(got, want);
     }
 
     #[tokio::test]

@@ -495,9 +495,23 @@ impl HttpSession {
     }
 
     /// Similar to [`Self::read_body_ref`] but return `Bytes` instead of a slice reference.
+    ///
+    /// A large piece is the read buffer itself, not a copy (`BodyReader::take_body`).
     pub async fn read_body_bytes(&mut self) -> Result<Option<Bytes>> {
-        let read = self.read_body_ref().await?;
-        Ok(read.map(Bytes::copy_from_slice))
+        let result = match self.read_timeout {
+            Some(t) => match timeout(t, self.do_read_body()).await {
+                Ok(res) => res,
+                Err(_) => Error::e_explain(ReadTimedout, format!("reading body, timeout: {t:?}")),
+            },
+            None => self.do_read_body().await,
+        };
+        result.map(|maybe_body| {
+            maybe_body.map(|body_ref| {
+                let bytes = self.body_reader.take_body(&body_ref);
+                self.body_recv = self.body_recv.saturating_add(bytes.len());
+                bytes
+            })
+        })
     }
 
     /// Upstream response body bytes received (payload only; excludes headers/framing).
