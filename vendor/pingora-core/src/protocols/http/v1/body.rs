@@ -2098,7 +2098,7 @@ mod tests {
         drop(first);
         drop(second);
 
-        // both dropped: the third read goes back to the start of the same allocation
+        // both dropped: the third piece is right whichever allocation its read used
         let third = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
         let third = body_reader.take_body(&third);
         assert_eq!(&third[..], &c[..]);

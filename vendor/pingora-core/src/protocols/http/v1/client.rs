@@ -473,19 +473,22 @@ impl HttpSession {
             .await
     }
 
-    /// Read the response body into the internal buffer.
-    /// Return `Ok(Some(ref)) after a successful read.
-    /// Return `Ok(None)` if there is no more body to read.
-    pub async fn read_body_ref(&mut self) -> Result<Option<&[u8]>> {
-        let result = match self.read_timeout {
+    /// The next body piece's place in the body buffer, the read bounded by `read_timeout`.
+    async fn read_body_timed(&mut self) -> Result<Option<BufRef>> {
+        match self.read_timeout {
             Some(t) => match timeout(t, self.do_read_body()).await {
                 Ok(res) => res,
                 Err(_) => Error::e_explain(ReadTimedout, format!("reading body, timeout: {t:?}")),
             },
             None => self.do_read_body().await,
-        };
+        }
+    }
 
-        result.map(|maybe_body| {
+    /// Read the response body into the internal buffer.
+    /// Return `Ok(Some(ref)) after a successful read.
+    /// Return `Ok(None)` if there is no more body to read.
+    pub async fn read_body_ref(&mut self) -> Result<Option<&[u8]>> {
+        self.read_body_timed().await.map(|maybe_body| {
             maybe_body.map(|body_ref| {
                 let slice = self.body_reader.get_body(&body_ref);
                 self.body_recv = self.body_recv.saturating_add(slice.len());
@@ -498,14 +501,7 @@ impl HttpSession {
     ///
     /// A large piece is the read buffer itself, not a copy (`BodyReader::take_body`).
     pub async fn read_body_bytes(&mut self) -> Result<Option<Bytes>> {
-        let result = match self.read_timeout {
-            Some(t) => match timeout(t, self.do_read_body()).await {
-                Ok(res) => res,
-                Err(_) => Error::e_explain(ReadTimedout, format!("reading body, timeout: {t:?}")),
-            },
-            None => self.do_read_body().await,
-        };
-        result.map(|maybe_body| {
+        self.read_body_timed().await.map(|maybe_body| {
             maybe_body.map(|body_ref| {
                 let bytes = self.body_reader.take_body(&body_ref);
                 self.body_recv = self.body_recv.saturating_add(bytes.len());
