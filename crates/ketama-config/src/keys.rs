@@ -57,6 +57,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("server", "h2c", "false", "plain listeners also take HTTP/2 with prior knowledge (h2c)"),
     k("server", "pipelining", "true", "answer HTTP/1.1 requests a client pipelines, in order, one at a time, as nginx does (false: close after the first answer)"),
     k("server", "h2_max_concurrent_streams", "128", "streams open at once on one HTTP/2 connection, plain or TLS (restart to change)"),
+    k("server", "body_buffer_bytes", "262144", "bytes each HTTP/1 body read asks for, from backends and clients; a body of known length takes no more than itself and one byte (16384 to 16777216; restart to change)"),
     k("tls", "listen", "-", "TLS listeners, IP:PORT each (restart to change; absent [tls]: none)"),
     k("tls", "alpn", "[\"h2\", \"http/1.1\"]", "protocols offered by ALPN, in preference order"),
     k("tls", "min_version", "\"1.2\"", "the lowest TLS version: \"1.2\" or \"1.3\""),
@@ -269,6 +270,7 @@ mod tests {
             ("threads", s.threads.to_string()),
             ("retries", s.retries.to_string()),
             ("max_header_bytes", s.max_header_bytes.to_string()),
+            ("body_buffer_bytes", s.body_buffer_bytes.to_string()),
             (
                 "client_header_timeout_ms",
                 s.client_header_timeout_ms.to_string(),

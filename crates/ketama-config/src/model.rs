@@ -243,6 +243,11 @@ pub struct ServerSection {
     /// Streams open at once on one HTTP/2 connection (plain and TLS
     /// listeners).
     pub h2_max_concurrent_streams: u32,
+    /// Bytes each HTTP/1 body read asks for, from backends and from
+    /// clients. A body of known length takes no more than its length and
+    /// one byte; a large body moves in fewer, larger socket calls. nginx's
+    /// `proxy_buffer_size` and `client_body_buffer_size` in one.
+    pub body_buffer_bytes: usize,
     /// The Unix socket a graceful upgrade hands the listeners over
     /// (`ketama-router --upgrade`). `None`: beside the system's temporary
     /// directory, named after the first listen address.
@@ -276,6 +281,9 @@ impl Default for ServerSection {
             h2c: false,
             pipelining: true,
             h2_max_concurrent_streams: 128,
+            // Measured: 256 KiB reads move a 1 MiB body in half the socket
+            // calls of Pingora's 64 KiB (docs/router-benchmarks.md).
+            body_buffer_bytes: 256 * 1024,
             upgrade_sock: None,
         }
     }

@@ -131,6 +131,10 @@ fn errors_name_file_and_key() {
             "r.toml: server.max_header_bytes: must be from 1024 to 1048576",
         ),
         (
+            "[server]\nbody_buffer_bytes = 4096\n",
+            "r.toml: server.body_buffer_bytes: must be from 16384 to 16777216",
+        ),
+        (
             "[server]\nmax_connections = 0\n",
             "r.toml: server.max_connections: must be at least 1",
         ),

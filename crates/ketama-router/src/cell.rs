@@ -244,6 +244,7 @@ pub fn fixed_settings(v: &Validated) -> Vec<(&'static str, String)> {
             s.h2_max_concurrent_streams.to_string(),
         ),
         ("server.threads", s.threads.to_string()),
+        ("server.body_buffer_bytes", s.body_buffer_bytes.to_string()),
         ("server.work_stealing", s.work_stealing.to_string()),
         (
             "server.upstream_keepalive_pool_size",

@@ -133,9 +133,12 @@ pub fn build(
     }
     let file_limit = raise_file_limit();
     let default_max = default_max_connections(file_limit, s.upstream_keepalive_pool_size);
+    // Before any session exists: every HTTP/1 body reader takes it when it is made.
+    pingora::protocols::http::v1::set_body_buffer_size(s.body_buffer_bytes);
     tracing::info!(
         file_limit,
         max_connections = s.max_connections.unwrap_or(default_max),
+        body_buffer_bytes = pingora::protocols::http::v1::body_buffer_size(),
         "connection limits"
     );
     let conf = ServerConf {

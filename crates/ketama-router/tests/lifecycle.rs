@@ -75,7 +75,7 @@ fn reloads_apply_the_token_and_report_what_needs_a_restart() {
         &path,
         text.replace("token = \"sekret\"", "auth = false").replace(
             &format!("listen = [\"{proxy}\"]"),
-            &format!("listen = [\"{moved}\"]\nthreads = 2"),
+            &format!("listen = [\"{moved}\"]\nthreads = 2\nbody_buffer_bytes = 65536"),
         ),
     )
     .unwrap();
@@ -83,14 +83,22 @@ fn reloads_apply_the_token_and_report_what_needs_a_restart() {
     let v: serde_json::Value = serde_json::from_str(&resp.body).unwrap();
     assert_eq!(
         v["restart_needed"],
-        serde_json::json!(["server.listen", "server.threads"]),
+        serde_json::json!([
+            "server.listen",
+            "server.threads",
+            "server.body_buffer_bytes"
+        ]),
         "{}",
         resp.body
     );
     let st: serde_json::Value = serde_json::from_str(&admin_get(&r, "/status", None).body).unwrap();
     assert_eq!(
         st["restart_needed"],
-        serde_json::json!(["server.listen", "server.threads"])
+        serde_json::json!([
+            "server.listen",
+            "server.threads",
+            "server.body_buffer_bytes"
+        ])
     );
     assert_eq!(
         get(&r, "/still/here").status,

@@ -54,6 +54,13 @@ pub(super) fn listeners(config: &Config, file: &str) -> Result<Vec<SocketAddr>, 
             "must be from 1024 to 1048576 (1 MiB, Pingora's own cap on a request head)",
         ));
     }
+    if !(16 << 10..=16 << 20).contains(&s.body_buffer_bytes) {
+        return Err(err(
+            file,
+            "server.body_buffer_bytes",
+            "must be from 16384 to 16777216 (16 KiB to 16 MiB)",
+        ));
+    }
     if s.max_connections == Some(0) {
         return Err(err(
             file,

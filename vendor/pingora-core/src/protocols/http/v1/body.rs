@@ -22,13 +22,33 @@ use pingora_error::{
 use std::fmt::Debug;
 use std::future::Future;
 use std::pin::{pin, Pin};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use crate::utils::BufRef;
 
-// TODO: make this dynamically adjusted
-const BODY_BUFFER_SIZE: usize = 1024 * 64;
+/// The body read buffer's size unless [`set_body_buffer_size`] set another.
+pub const BODY_BUFFER_SIZE: usize = 1024 * 64;
+/// The smallest body read buffer [`set_body_buffer_size`] takes: room for the longest partial
+/// chunk head this parser buffers ([`PARTIAL_CHUNK_HEAD_LIMIT`]) and then some.
+pub const BODY_BUFFER_SIZE_MIN: usize = 1024 * 16;
+static BODY_BUFFER_BYTES: AtomicUsize = AtomicUsize::new(BODY_BUFFER_SIZE);
+
+/// Sets how many bytes each HTTP/1 body read asks for, for every [`BodyReader`] made after it
+/// (values below [`BODY_BUFFER_SIZE_MIN`] count as it). Meant to be called once at start.
+///
+/// A larger buffer moves a large body in fewer, larger socket reads and writes; each body in
+/// flight can hold a few buffers' worth (what a slow client has not taken yet), and a body with
+/// a known length never takes more than its length and one byte.
+pub fn set_body_buffer_size(bytes: usize) {
+    BODY_BUFFER_BYTES.store(bytes.max(BODY_BUFFER_SIZE_MIN), Ordering::Relaxed);
+}
+
+/// The size [`BodyReader`]s made now read with (see [`set_body_buffer_size`]).
+pub fn body_buffer_size() -> usize {
+    BODY_BUFFER_BYTES.load(Ordering::Relaxed)
+}
 // limit how much incomplete chunk-size and chunk-ext to buffer
 const PARTIAL_CHUNK_HEAD_LIMIT: usize = 1024 * 8;
 // Trailers: https://datatracker.ietf.org/doc/html/rfc9112#section-7.1.2
@@ -162,7 +182,7 @@ impl BodyReader {
         BodyReader {
             body_state: PS::ToStart,
             body_buf: None,
-            body_buf_size: BODY_BUFFER_SIZE,
+            body_buf_size: body_buffer_size(),
             rewind_buf_len: 0,
             upstream,
             body_buf_overread: None,
@@ -178,7 +198,12 @@ impl BodyReader {
     }
 
     fn prepare_buf(&mut self, buf_to_rewind: &[u8]) {
-        let mut body_buf = BytesMut::with_capacity(self.body_buf_size.max(buf_to_rewind.len()));
+        self.prepare_buf_of(self.body_buf_size, buf_to_rewind);
+    }
+
+    /// [`Self::prepare_buf`] with room for `size` bytes (or the rewind, if longer).
+    fn prepare_buf_of(&mut self, size: usize, buf_to_rewind: &[u8]) {
+        let mut body_buf = BytesMut::with_capacity(size.max(buf_to_rewind.len()));
         if !buf_to_rewind.is_empty() {
             self.rewind_buf_len = buf_to_rewind.len();
             // TODO: this is still 1 copy. Make it zero
@@ -197,17 +222,24 @@ impl BodyReader {
         self.body_buf = Some(buf_to_rewind);
     }
 
-    /// Empty the body buffer and return it with room for at least `read_size` more bytes,
-    /// ready to be filled by [`AsyncReadExt::read_buf`].
+    /// Empty the body buffer and return it ready to be filled by [`AsyncReadExt::read_buf`], with
+    /// room for `read_size` bytes, or for fewer when the rest of its allocation (what
+    /// [`Self::take_body`] has not handed out) has room for a quarter of a buffer or for
+    /// `read_size`, whichever is less. So consecutive pieces share one allocation, which goes
+    /// back to its start once they are all dropped, and a piece keeps no more than its own bytes
+    /// and its neighbours' alive.
     ///
     /// This **discards** whatever the buffer currently holds, so callers must only use it once
     /// every previously buffered byte has been parsed and handed to the caller. Paths that still
     /// need the buffered bytes (a pending rewind, a partial chunk head, or the trailer tail left
     /// behind by [`Self::do_read_chunked_body`]) must reuse the existing buffer instead.
     fn prepare_buf_for_io(&mut self, read_size: usize) -> &mut BytesMut {
+        let enough = read_size.min(self.body_buf_size / 4);
         let body_buf = self.body_buf.get_or_insert_default();
         body_buf.clear();
-        body_buf.reserve(read_size);
+        if body_buf.capacity() < enough {
+            body_buf.reserve(read_size);
+        }
         body_buf
     }
 
@@ -250,7 +282,8 @@ impl BodyReader {
                 }
             }
             _ => {
-                self.prepare_buf(buf_to_rewind);
+                // what do_read_body reads at most: the body and one byte, to see an overread
+                self.prepare_buf_of(self.body_buf_size.min(cl.saturating_add(1)), buf_to_rewind);
                 self.body_state = PS::Partial(0, cl);
             }
         }
@@ -429,9 +462,12 @@ impl BodyReader {
         self.rewind_buf_len = 0;
 
         // downstream should not discard remaining data if peer sent more, so cap the read at what
-        // is left of this body and leave anything past it on the stream
+        // is left of this body and leave anything past it on the stream; upstream, one byte more
+        // is enough to see that the peer sent more than it said (the connection is not reused),
+        // and a small body does not take a whole buffer
         let read_size = match self.body_state {
             PS::Partial(_, remaining) if !self.upstream => remaining.min(self.body_buf_size),
+            PS::Partial(_, remaining) => remaining.saturating_add(1).min(self.body_buf_size),
             _ => self.body_buf_size,
         };
         if n == 0 {
@@ -2090,26 +2126,91 @@ mod tests {
         assert_eq!(first.as_ptr(), buf_ptr, "a large piece is the read buffer itself");
         assert_eq!(&first[..], &a[..]);
 
-        // held across the next read: the next read must not write over it
+        // held across the next read: the next read fills the rest of the same allocation and
+        // must not write over it
         let second = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
         let second = body_reader.take_body(&second);
         assert_eq!(&first[..], &a[..]);
         assert_eq!(&second[..], &b[..]);
+        assert_eq!(second.as_ptr(), buf_ptr.wrapping_add(8192), "pieces share the allocation");
         drop(first);
         drop(second);
 
-        // both dropped: the third piece is right whichever allocation its read used
         let third = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
         let third = body_reader.take_body(&third);
         assert_eq!(&third[..], &c[..]);
+        assert_eq!(third.as_ptr(), buf_ptr.wrapping_add(2 * 8192));
         assert_eq!(body_reader.body_state, ParseState::Complete(3 * 8192));
         assert!(body_reader.read_body(&mut mock_io).await.unwrap().is_none());
     }
 
     #[tokio::test]
+    async fn read_buffer_goes_back_to_its_start_once_its_pieces_are_dropped() {
+        let a = vec![b'a'; 40 * 1024];
+        let b = vec![b'b'; 64 * 1024];
+        let mut mock_io = Builder::new().read(&a).read(&b).build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.body_buf_size = 64 * 1024;
+        body_reader.init_content_length(1 << 20, b"");
+
+        let first = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        let start = body_reader.body_buf.as_ref().unwrap().as_ptr();
+        let first = body_reader.take_body(&first);
+        assert_eq!(first.len(), 40 * 1024);
+        // 24 KiB left, more than a quarter buffer: the next read takes what fits in them
+        let second = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        let second = body_reader.take_body(&second);
+        assert_eq!(second.as_ptr(), start.wrapping_add(40 * 1024));
+        assert_eq!(&second[..], &b[..24 * 1024]);
+        drop(first);
+        drop(second);
+        // nothing left and nothing handed out alive: the same allocation again, from its start
+        let third = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        let third = body_reader.take_body(&third);
+        assert_eq!(third.as_ptr(), start);
+        assert_eq!(&third[..], &b[24 * 1024..]);
+    }
+
+    #[tokio::test]
+    async fn a_body_of_known_length_takes_no_more_than_itself_and_one_byte() {
+        let body = vec![b'x'; 16 * 1024];
+        let (head, tail) = body.split_at(8 * 1024);
+        let mut mock_io = Builder::new().read(head).read(tail).build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.body_buf_size = 256 * 1024;
+        body_reader.init_content_length(body.len(), b"");
+        let piece = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        // still reading: the buffer is as large as the body and one byte, not 256 KiB
+        assert_eq!(body_reader.body_buf.as_ref().unwrap().capacity(), body.len() + 1);
+        let mut got = body_reader.take_body(&piece).to_vec();
+        let piece = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        got.extend_from_slice(&body_reader.take_body(&piece));
+        assert_eq!(got, body);
+        assert_eq!(body_reader.body_state, ParseState::Complete(body.len()));
+
+        // and the one byte more is still seen: a peer that sent more than it said
+        let mut mock_io = Builder::new().read(b"abcd").build();
+        let mut body_reader = BodyReader::new(true);
+        body_reader.body_buf_size = 256 * 1024;
+        body_reader.init_content_length(3, b"");
+        let piece = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
+        assert_eq!(body_reader.get_body(&piece), b"abc");
+        assert!(body_reader.has_bytes_overread());
+    }
+
+    #[test]
+    fn the_body_buffer_size_has_a_floor() {
+        // only the floor is checked here: a test that set a size would change it for the
+        // readers of every test running beside it
+        assert!(BODY_BUFFER_SIZE_MIN > PARTIAL_CHUNK_HEAD_LIMIT);
+        assert!(body_buffer_size() >= BODY_BUFFER_SIZE_MIN);
+    }
+
+    #[tokio::test]
     async fn take_body_copies_small_pieces_and_leaves_the_overread() {
-        // an upstream reader reads past the body (a downstream one stops at its end)
-        let mut mock_io = Builder::new().read(b"abcNEXT").build();
+        // an upstream reader reads one byte past the body, to see an overread (a downstream one
+        // stops at its end)
+        let mut mock_io = Builder::new().read(b"abcN").build();
         let mut body_reader = BodyReader::new(true);
         body_reader.init_content_length(3, b"");
         let res = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
@@ -2117,18 +2218,18 @@ mod tests {
         let body = body_reader.take_body(&res);
         assert_eq!(&body[..], b"abc");
         assert_ne!(body.as_ptr(), buf_ptr, "a small piece is copied");
-        assert_eq!(body_reader.get_body_overread(), Some(&b"NEXT"[..]));
+        assert_eq!(body_reader.get_body_overread(), Some(&b"N"[..]));
 
         let big = vec![b'x'; 5000];
         let mut input = big.clone();
-        input.extend_from_slice(b"NEXT");
+        input.extend_from_slice(b"N");
         let mut mock_io = Builder::new().read(&input).build();
         let mut body_reader = BodyReader::new(true);
         body_reader.init_content_length(big.len(), b"");
         let res = body_reader.read_body(&mut mock_io).await.unwrap().unwrap();
         let body = body_reader.take_body(&res);
         assert_eq!(&body[..], &big[..]);
-        assert_eq!(body_reader.get_body_overread(), Some(&b"NEXT"[..]));
+        assert_eq!(body_reader.get_body_overread(), Some(&b"N"[..]));
     }
 
     #[tokio::test]

@@ -15,6 +15,7 @@
 //! HTTP/1.x implementation
 
 pub(crate) mod body;
+pub use body::{body_buffer_size, set_body_buffer_size, BODY_BUFFER_SIZE, BODY_BUFFER_SIZE_MIN};
 pub mod client;
 pub mod common;
 pub(crate) mod header;
