@@ -167,10 +167,35 @@ impl ConnectorOptions {
     }
 }
 
+/// An idle stream in the keepalive pool: the idle poller reads it while it
+/// holds the lock, and whoever takes the connection from the pool moves the
+/// stream out under that same lock.
+///
+/// Taking it with `Arc::try_unwrap` instead raced the poller:
+/// `OwnedMutexGuard` releases the lock before it drops its `Arc`, so a
+/// caller on another thread (another runtime sharing this connector) could
+/// get the lock while the count was still 2, and threw the healthy
+/// connection away.
+struct PooledStream(Option<Stream>);
+
+impl tokio::io::AsyncRead for PooledStream {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.0.as_mut() {
+            Some(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            // taken: nothing more to read, as at end of stream
+            None => std::task::Poll::Ready(Ok(())),
+        }
+    }
+}
+
 /// [TransportConnector] provides APIs to connect to servers via TCP or TLS with connection reuse
 pub struct TransportConnector {
     tls_ctx: tls::Connector,
-    connection_pool: Arc<ConnectionPool<Arc<Mutex<Stream>>>>,
+    connection_pool: Arc<ConnectionPool<Arc<Mutex<PooledStream>>>>,
     offload: Option<OffloadRuntime>,
     bind_to_v4: Vec<SocketAddr>,
     bind_to_v6: Vec<SocketAddr>,
@@ -252,12 +277,10 @@ impl TransportConnector {
         match self.connection_pool.get(&peer.reuse_hash()) {
             Some(s) => {
                 debug!("find reusable stream, trying to acquire it");
-                {
-                    let _ = s.lock().await;
-                } // wait for the idle poll to release it
-                match Arc::try_unwrap(s) {
-                    Ok(l) => {
-                        let mut stream = l.into_inner();
+                // wait for the idle poll to release it, then move the stream out under the lock
+                let taken = s.lock().await.0.take();
+                match taken {
+                    Some(mut stream) => {
                         // test_reusable_stream: we assume server would never actively send data
                         // first on an idle stream.
                         #[cfg(unix)]
@@ -289,7 +312,7 @@ impl TransportConnector {
                             }
                         }
                     }
-                    Err(_) => {
+                    None => {
                         error!("failed to acquire reusable stream");
                         None
                     }
@@ -321,7 +344,7 @@ impl TransportConnector {
         let id = stream.id();
         let meta = ConnectionMeta::new(key, id);
         debug!("Try to keepalive client session");
-        let stream = Arc::new(Mutex::new(stream));
+        let stream = Arc::new(Mutex::new(PooledStream(Some(stream))));
         let locked_stream = stream.clone().try_lock_owned().unwrap(); // safe as we just created it
         let (notify_close, watch_use) = self.connection_pool.put(&meta, stream);
         let idle_meta = IdleConnection::new(meta);
@@ -807,6 +830,61 @@ mod tests {
             .connect_local_addr()
             .expect("TLS handshake failure should retain the assigned local address");
         assert_ne!(local_addr.port(), 0);
+    }
+
+    /// Two runtimes sharing one connector (as two services of one proxy do)
+    /// hand one upstream connection back and forth: every pickup must reuse
+    /// it. With `Arc::try_unwrap` in `reused_stream`, a pickup racing the
+    /// other runtime's idle poller lost it now and then.
+    #[test]
+    fn test_reuse_across_runtimes_never_loses_the_connection() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        // hold every connection open and silent
+        std::thread::spawn(move || {
+            let mut held = Vec::new();
+            for s in listener.incoming() {
+                held.push(s);
+            }
+        });
+        let connector = Arc::new(TransportConnector::new(None));
+        let (a_turn, a_waits) = tokio::sync::mpsc::unbounded_channel::<()>();
+        let (b_turn, b_waits) = tokio::sync::mpsc::unbounded_channel::<()>();
+        // a runtime that exits drops its idle pollers and, with them, the
+        // connection: both stay up until both are done
+        let done = Arc::new(tokio::sync::Barrier::new(2));
+        const ROUNDS: usize = 2000;
+        let side = |mut turn: tokio::sync::mpsc::UnboundedReceiver<()>,
+                    next: tokio::sync::mpsc::UnboundedSender<()>| {
+            let connector = connector.clone();
+            let peer = BasicPeer::new(&addr);
+            let done = done.clone();
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    let mut fresh = 0;
+                    for _ in 0..ROUNDS {
+                        if turn.recv().await.is_none() {
+                            break;
+                        }
+                        let (stream, reused) = connector.get_stream(&peer).await.unwrap();
+                        fresh += usize::from(!reused);
+                        connector.release_stream(stream, peer.reuse_hash(), None);
+                        let _ = next.send(());
+                    }
+                    done.wait().await;
+                    fresh
+                })
+            })
+        };
+        a_turn.send(()).unwrap();
+        let a = side(a_waits, b_turn.clone());
+        let b = side(b_waits, a_turn.clone());
+        let fresh = a.join().unwrap() + b.join().unwrap();
+        assert_eq!(fresh, 1, "connections made beyond the first in {} pickups", 2 * ROUNDS);
     }
 
     #[tokio::test]
