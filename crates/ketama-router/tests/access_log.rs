@@ -288,7 +288,7 @@ fn path_dash_writes_to_standard_output() {
     let text = config_with(&[origin.addr()], proxy, admin, "", "")
         + "\n[access_log]\npath = \"-\"\nflush_ms = 20\n";
     std::fs::write(&path, text).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let mut child = router_command()
         .args(["--config", path.to_str().unwrap()])
         .env("RUST_LOG", "warn")
         .stdout(std::process::Stdio::piped())

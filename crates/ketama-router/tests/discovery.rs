@@ -7,165 +7,13 @@ mod common;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use common::dns::*;
 use common::*;
 use ketama::{Layout, Node, Ring, RingBuilder};
 use ketama_router::origin::Origin;
-
-const SRV: &str = "_cache._tcp.service.consul";
-
-/// A dnsmasq serving SRV records `_cache._tcp.service.consul` ->
-/// `cache-N.node.dc1.consul:PORT` and each target's address.
-struct Dns {
-    port: u16,
-    child: Option<Child>,
-    ttl: u32,
-    /// More dnsmasq arguments (extra records, forwarders).
-    extra: Vec<String>,
-}
-
-/// (target number, address, port) of each SRV record.
-type Records = Vec<(usize, &'static str, u16)>;
-
-fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-impl Dns {
-    /// Starts dnsmasq on a free port. A port free for UDP may be taken for
-    /// TCP (by another test's connection), and dnsmasq binds both: if it
-    /// exits at start, another port is tried.
-    fn start(records: &Records, ttl: u32) -> Dns {
-        Self::start_with(records, ttl, Vec::new())
-    }
-
-    /// [`Dns::start`] with more dnsmasq arguments.
-    fn start_with(records: &Records, ttl: u32, extra: Vec<String>) -> Dns {
-        let mut d = Dns {
-            port: free_udp_port(),
-            child: None,
-            ttl,
-            extra,
-        };
-        for _ in 0..5 {
-            if d.try_serve(records) {
-                return d;
-            }
-            d.port = free_udp_port();
-        }
-        panic!("dnsmasq did not start on any of 5 ports");
-    }
-
-    /// Restarts dnsmasq on its port with these records. The port can be
-    /// briefly taken between the stop and the start (a connection's
-    /// ephemeral end, another test's socket), so a failed bind is retried
-    /// for a few seconds.
-    fn serve(&mut self, records: &Records) {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while !self.try_serve(records) {
-            assert!(
-                Instant::now() < deadline,
-                "dnsmasq did not restart on port {} within 5 s",
-                self.port
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Starts dnsmasq and waits until it answers; false if it exited.
-    fn try_serve(&mut self, records: &Records) -> bool {
-        self.kill();
-        let mut args = vec![
-            "--keep-in-foreground".to_string(),
-            "--conf-file=/dev/null".into(),
-            "--no-resolv".into(),
-            "--no-hosts".into(),
-            format!("--port={}", self.port),
-            "--listen-address=127.0.0.1".into(),
-            "--bind-interfaces".into(),
-            "--pid-file=".into(),
-            "--user=root".into(),
-            "--local=/consul/".into(),
-            format!("--local-ttl={}", self.ttl),
-            // Answers over 512 bytes are truncated: the router reads them
-            // in full over TCP.
-            "--edns-packet-max=512".into(),
-        ];
-        args.extend(self.extra.iter().cloned());
-        for (n, addr, port) in records {
-            args.push(format!(
-                "--srv-host={SRV},cache-{n}.node.dc1.consul,{port},0,10"
-            ));
-            args.push(format!("--host-record=cache-{n}.node.dc1.consul,{addr}"));
-        }
-        let child = Command::new("dnsmasq")
-            .args(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("dnsmasq (Debian: dnsmasq-base; scripts/setup.sh installs it)");
-        self.child = Some(child);
-        let port = self.port;
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !answers(port) {
-            let exited = self
-                .child
-                .as_mut()
-                .is_some_and(|c| matches!(c.try_wait(), Ok(Some(_))));
-            if exited {
-                self.child = None;
-                return false;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "dnsmasq on port {port} did not answer within 10 s"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        true
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let pid = self.child.as_ref().unwrap().id().to_string();
-        Command::new("kill").args([sig, &pid]).status().unwrap();
-    }
-}
-
-impl Drop for Dns {
-    fn drop(&mut self) {
-        if self.child.is_some() {
-            self.signal("-CONT");
-        }
-        self.kill();
-    }
-}
-
-/// Whether a DNS server answers on the port (a query for the SRV name).
-fn answers(port: u16) -> bool {
-    let s = UdpSocket::bind("127.0.0.1:0").unwrap();
-    s.set_read_timeout(Some(Duration::from_millis(200)))
-        .unwrap();
-    let mut q = vec![0x12, 0x34, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0];
-    for label in SRV.split('.') {
-        q.push(label.len() as u8);
-        q.extend_from_slice(label.as_bytes());
-    }
-    q.extend_from_slice(&[0, 0, 33, 0, 1]);
-    s.send_to(&q, ("127.0.0.1", port)).is_ok() && s.recv(&mut [0u8; 2048]).is_ok()
-}
 
 /// A discovery section: 150 ms to 400 ms between resolutions unless
 /// `extra` sets its own `min_interval_ms`/`max_interval_ms`.
@@ -508,7 +356,7 @@ fn static_and_discovered_backends_unite_and_a_dead_source_does_not_stop_a_start(
         config_with(&[], proxy, admin, "", "") + &discovery_config(dead, ""),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let out = router_command()
         .args(["--config", path.to_str().unwrap()])
         .output()
         .unwrap();
@@ -527,7 +375,7 @@ fn static_and_discovered_backends_unite_and_a_dead_source_does_not_stop_a_start(
     )
     .unwrap();
     let log = dir.path().join("waiting.log");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let mut child = router_command()
         .args(["--config", path.to_str().unwrap()])
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
@@ -546,12 +394,7 @@ fn static_and_discovered_backends_unite_and_a_dead_source_does_not_stop_a_start(
         child.try_wait().unwrap().is_none(),
         "it waits instead of exiting"
     );
-    let mut late = Dns {
-        port: dead,
-        child: None,
-        ttl: 1,
-        extra: Vec::new(),
-    };
+    let mut late = Dns::on(dead, 1);
     late.serve(&records);
     wait_for(Duration::from_secs(20), || {
         std::net::TcpStream::connect(proxy).is_ok()
@@ -615,4 +458,31 @@ fn srv_targets_that_do_not_answer_do_not_sink_the_others() {
     assert!(src["resolutions"]["ok"].as_u64().unwrap_or(0) >= 1, "{src}");
     assert_eq!(get(&r, "/a").status, 200);
     drop(blackhole);
+}
+
+#[test]
+fn a_source_brought_by_a_reload_resolves_at_once() {
+    // With no source, discovery waits for the routing state's next store
+    // (or a minute): the reload that brings a source must wake it.
+    let (origins, records) = origins(4);
+    let dns = Dns::start(&records[1..].to_vec(), 1);
+    let (r, _dir, path) =
+        router_from(|proxy, admin, _| config_with(&[origins[0].addr()], proxy, admin, "", ""));
+    assert_eq!(status_backends(&r).len(), 1);
+    let text = std::fs::read_to_string(&path).unwrap() + &discovery_config(dns.port, "");
+    std::fs::write(&path, text).unwrap();
+    let reload = admin_call(&r, "POST", "/reload", "");
+    assert_eq!(reload.status, 200, "{}", reload.body);
+    let asked = Instant::now();
+    wait_for(Duration::from_secs(1), || status_backends(&r).len() == 4);
+    eprintln!(
+        "discovered backends in /status {:?} after the reload",
+        asked.elapsed()
+    );
+    // Every discovered backend takes requests.
+    let got = routes(&r, &urls(200));
+    for (n, _, port) in &records[1..] {
+        let name = format!("cache-{n}.node.dc1.consul:{port}");
+        assert!(got.contains(&name), "{name} got no request: {got:?}");
+    }
 }

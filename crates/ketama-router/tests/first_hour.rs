@@ -17,7 +17,7 @@ fn check(config: &str, env: &[(&str, &str)]) -> (i32, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
     std::fs::write(&path, config).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let out = router_command()
         .args(["--config", path.to_str().unwrap(), "--check"])
         .envs(env.iter().copied())
         .output()
@@ -101,7 +101,7 @@ fn the_example_config_checks_as_its_header_says() {
     let (code, out, err) = check(&text, &[("KETAMA_ADMIN_TOKEN", "change-me")]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("config OK"));
-    let out = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let out = router_command()
         .args(["--config", example.to_str().unwrap(), "--check"])
         .env_remove("KETAMA_ADMIN_TOKEN")
         .output()
@@ -130,7 +130,7 @@ fn the_demo_starts_where_its_ports_are_taken() {
     // taken anyway).
     let _a = TcpListener::bind("127.0.0.1:8080");
     let _b = TcpListener::bind("127.0.0.1:9901");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let mut child = router_command()
         .env("RUST_LOG", "warn")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

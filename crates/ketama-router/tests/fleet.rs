@@ -367,7 +367,7 @@ fn restarts_from_the_cache_while_etcd_is_down() {
         ),
     )
     .unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let out = router_command()
         .args(["--config", lonely.to_str().unwrap()])
         .output()
         .unwrap();

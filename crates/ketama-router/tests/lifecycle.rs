@@ -139,7 +139,7 @@ fn sighup_during_start(backends: usize) {
         config_with(&addrs, proxy, admin, "", "enabled = false"),
     )
     .unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let mut child = router_command()
         .args(["--config", path.to_str().unwrap()])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -215,7 +215,7 @@ fn a_busy_listen_address_is_a_clear_error_within_seconds() {
     )
     .unwrap();
     let t = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let out = router_command()
         .args(["--config", path.to_str().unwrap()])
         .output()
         .unwrap();
@@ -273,7 +273,7 @@ fn a_graceful_upgrade_drops_no_request() {
 
     // The new process waits for the listeners; the old one hands them over
     // on SIGQUIT, drains and exits.
-    let mut new = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let mut new = router_command()
         .args(["--config", path.to_str().unwrap(), "--upgrade"])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
@@ -319,4 +319,36 @@ fn a_graceful_upgrade_drops_no_request() {
     );
     let _ = new.kill();
     let _ = new.wait();
+}
+
+#[test]
+fn a_test_router_dies_with_the_thread_that_started_it() {
+    // A test process killed mid-run ends every thread and runs no Drop:
+    // its routers must go with it. The thread's end stands in for that.
+    let origin = Origin::start(0).unwrap();
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    std::fs::write(&path, config_with(&[origin.addr()], proxy, admin, "", "")).unwrap();
+    let mut child = std::thread::spawn(move || {
+        let child = router_command()
+            .args(["--config", path.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        wait_for(Duration::from_secs(20), || {
+            std::net::TcpStream::connect(admin).is_ok()
+        });
+        child
+    })
+    .join()
+    .unwrap();
+    let mut status = None;
+    wait_for(Duration::from_secs(5), || {
+        status = child.try_wait().unwrap();
+        status.is_some()
+    });
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.unwrap().signal(), Some(9), "{status:?}");
 }

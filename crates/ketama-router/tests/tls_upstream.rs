@@ -6,7 +6,6 @@ mod common;
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use common::tls::{curl, Ca, Issued, Nginx};
@@ -193,7 +192,7 @@ fn client_certificates_both_ways() {
 fn check(text: &str, dir: &Path) -> (bool, String, String) {
     let path = dir.join("check.toml");
     std::fs::write(&path, text).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let out = router_command()
         .args(["--check", "--config", path.to_str().unwrap()])
         .output()
         .unwrap();

@@ -13,6 +13,7 @@ use ketama::{Layout, Node, Ring, RingBuilder};
 use ketama_router::origin::Origin;
 
 pub mod chaos;
+pub mod dns;
 pub mod echo;
 pub mod fleet;
 pub mod tls;
@@ -57,6 +58,24 @@ pub fn config(
     s
 }
 
+/// The router binary, to be killed if the thread that starts it dies: a
+/// test process killed mid-run (a harness timeout, ^C) must not leave
+/// routers holding ports and CPU behind it, as `Drop` never runs then.
+/// `setpriv --pdeathsig` (util-linux, essential in Debian) sets the
+/// parent-death signal and execs the router in the same process, so
+/// `Child::kill` and `Child::id` still mean the router. The signal follows
+/// the spawning *thread*: start a router on the thread that keeps it.
+pub fn router_command() -> Command {
+    let mut c = Command::new("setpriv");
+    c.args([
+        "--pdeathsig",
+        "KILL",
+        "--",
+        env!("CARGO_BIN_EXE_ketama-router"),
+    ]);
+    c
+}
+
 pub fn start_router(config_path: &Path, proxy: SocketAddr, admin: SocketAddr) -> RouterProc {
     start_router_with(config_path, proxy, admin, &[], None)
 }
@@ -74,7 +93,7 @@ pub fn start_router_with(
         Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
         None => Stdio::null(),
     };
-    let child = Command::new(env!("CARGO_BIN_EXE_ketama-router"))
+    let child = router_command()
         .args(["--config", config_path.to_str().unwrap()])
         .args(args)
         // KETAMA_TEST_RUST_LOG=info shows what a router did, for a failure.
