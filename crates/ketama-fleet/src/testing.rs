@@ -264,19 +264,51 @@ impl EtcdCluster {
                 .into_string()?;
             serde_json::from_str(&text).map_err(std::io::Error::other)
         };
-        let list = api("/v3/cluster/member/list", "{}")?;
-        let name = self.members[i].name.clone();
-        let id = list["members"]
-            .as_array()
-            .and_then(|ms| ms.iter().find(|m| m["name"] == name.as_str()))
-            .and_then(|m| m["ID"].as_str().map(str::to_string))
-            .ok_or_else(|| std::io::Error::other(format!("{name} is not in {list}")))?;
-        api(
-            "/v3/cluster/member/remove",
-            &format!("{{\"ID\": \"{id}\"}}"),
-        )?;
-        let _ = std::fs::remove_dir_all(self.members[i].dir.join("data"));
         let peer = self.members[i].peer_url();
+        // Listed by its peer URL: a member added but not started yet has
+        // no name.
+        let listed = || -> std::io::Result<Option<String>> {
+            let list = api("/v3/cluster/member/list", "{}")?;
+            Ok(list["members"]
+                .as_array()
+                .and_then(|ms| {
+                    ms.iter().find(|m| {
+                        m["peerURLs"]
+                            .as_array()
+                            .is_some_and(|us| us.iter().any(|u| u == peer.as_str()))
+                    })
+                })
+                .and_then(|m| m["ID"].as_str().map(str::to_string)))
+        };
+        let name = self.members[i].name.clone();
+        let log = |j: usize| {
+            std::fs::read_to_string(self.members[j].dir.join("etcd.log")).unwrap_or_default()
+        };
+        // A removal proposed while the others elect a new leader (the
+        // member killed may have led) can time out, and one that timed
+        // out may still be applied: the member list decides, not the
+        // answer.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match listed() {
+                Ok(None) => break,
+                Ok(Some(id)) => {
+                    let _ = api(
+                        "/v3/cluster/member/remove",
+                        &format!("{{\"ID\": \"{id}\"}}"),
+                    );
+                }
+                Err(_) => {}
+            }
+            if Instant::now() > deadline {
+                return Err(std::io::Error::other(format!(
+                    "{name} was not removed in 30 s; the member asked logged: {}",
+                    log(live)
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let _ = std::fs::remove_dir_all(self.members[i].dir.join("data"));
         // etcd refuses a new member (503, "unhealthy cluster") until the
         // leader has seen the others active for a while after the removal.
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -284,6 +316,9 @@ impl EtcdCluster {
             "/v3/cluster/member/add",
             &format!("{{\"peerURLs\": [\"{peer}\"]}}"),
         ) {
+            if listed().is_ok_and(|id| id.is_some()) {
+                break;
+            }
             if Instant::now() > deadline {
                 return Err(e);
             }

@@ -1,8 +1,8 @@
 //! Routers steered by a real three-member etcd cluster (Debian's
 //! etcd-server, each member on its own loopback ports and data directory),
 //! every router given all three endpoints: the leader killed, then quorum
-//! lost, then the members restored, under steady requests that must all
-//! be answered.
+//! lost, then the members restored; a member whose disk is lost replaced;
+//! all under steady requests that must all be answered.
 
 mod common;
 
@@ -154,4 +154,78 @@ fn routers_ride_through_leader_loss_and_quorum_loss() {
         assert!(urls.contains(&at), "{at}");
     }
     eprintln!("{done} requests, 0 failed; converged {converged:?} after the cluster took writes");
+}
+
+/// Aborts the test process (with what it was doing) if it is still
+/// running after `limit`: a hang inside etcd's membership calls once
+/// outlived every deadline in CI. The routers die with the process
+/// (`router_command`'s parent-death signal). Disarmed on drop.
+struct Watchdog(Option<std::sync::mpsc::Sender<()>>);
+
+impl Watchdog {
+    fn arm(limit: Duration, what: &'static str) -> Watchdog {
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        std::thread::spawn(move || {
+            if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(limit) {
+                eprintln!("{what}: still running after {limit:?}, aborting");
+                std::process::abort();
+            }
+        });
+        Watchdog(Some(tx))
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.0.take();
+    }
+}
+
+#[test]
+fn a_member_that_lost_its_disk_is_replaced_and_routers_follow() {
+    let _watchdog = Watchdog::arm(Duration::from_secs(150), "the member replacement test");
+    let mut etcd = EtcdCluster::start(3).unwrap();
+    let urls = etcd.urls();
+    let origins: Vec<Origin> = (0..2).map(|i| Origin::start(i).unwrap()).collect();
+    let refs: Vec<&Origin> = origins.iter().collect();
+    let keys = Keys::new(PREFIX);
+    let rev = etcd
+        .client()
+        .put(&keys.config(), shared(&refs, &[1, 1]).as_bytes(), None)
+        .unwrap();
+    let f = fleet_router(&urls, "ams");
+    wait_for(Duration::from_secs(10), || revision(&f.r, "config") == rev);
+    let (rev1, _) = write_rollout(&etcd, &keys, 2500);
+    wait_for(Duration::from_secs(10), || {
+        revision(&f.r, "rollout") == rev1
+    });
+    let load = Load::start(&[f.r.proxy]);
+
+    // The member the router reads from loses its disk: it is removed,
+    // wiped, added back empty and catches up from the other two.
+    let on = control(&f.r)["endpoint"].as_str().unwrap_or("").to_string();
+    let wiped = urls.iter().position(|u| *u == on).unwrap_or(0);
+    let replacing = Instant::now();
+    etcd.wipe_and_rejoin(wiped).unwrap();
+    let replaced = replacing.elapsed();
+    let alone = ketama_fleet::etcd::Client::new(&ketama_fleet::etcd::Options {
+        endpoints: vec![urls[wiped].clone()],
+        timeout: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .unwrap();
+    wait_for(Duration::from_secs(10), || {
+        alone
+            .get(&keys.rollout())
+            .is_ok_and(|(kv, _)| kv.is_some_and(|kv| kv.mod_revision == rev1))
+    });
+    // The next change reaches the router, wherever its client went.
+    let (rev2, _) = write_rollout(&etcd, &keys, 7500);
+    wait_for(Duration::from_secs(10), || {
+        revision(&f.r, "rollout") == rev2
+    });
+    let (done, failed) = load.stop();
+    assert!(done > 50, "too few requests to mean anything: {done}");
+    assert_eq!(failed, 0, "requests failed while a member was replaced");
+    eprintln!("member {wiped} replaced in {replaced:?}; {done} requests, 0 failed");
 }
