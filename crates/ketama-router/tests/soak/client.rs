@@ -1,5 +1,7 @@
-//! The soak's clients: HTTP/1.1 over keep-alive connections or a new
-//! connection per request, each answer recorded as the client saw it
+//! The soak's clients: HTTP/1.1 over keep-alive connections, a new
+//! connection per request, and TLS (keep-alive, a new handshake every
+//! [`TLS_REQUESTS_PER_CONNECTION`] requests, so certificate rotations meet
+//! fresh handshakes), each answer recorded as the client saw it
 //! (status, the backend the router named, whether the body was whole and
 //! from that backend) with when it started and ended.
 
@@ -49,6 +51,58 @@ pub struct Record {
     pub outcome: Outcome,
 }
 
+/// Requests a TLS client sends on one connection before it opens another.
+pub const TLS_REQUESTS_PER_CONNECTION: u64 = 50;
+
+/// The name the soak's certificates carry and its TLS clients ask for.
+pub const TLS_NAME: &str = "soak.test";
+
+/// A connection, plain or TLS.
+trait Conn: Read + Write + Send {}
+impl Conn for TcpStream {}
+impl Conn for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {}
+
+/// How a client reaches its router.
+#[derive(Clone)]
+enum Via {
+    Plain { keep_alive: bool },
+    Tls(Arc<rustls::ClientConfig>),
+}
+
+impl Via {
+    fn tag(&self) -> &'static str {
+        match self {
+            Via::Plain { keep_alive: true } => "k",
+            Via::Plain { keep_alive: false } => "n",
+            Via::Tls(_) => "t",
+        }
+    }
+
+    fn keep_alive(&self) -> bool {
+        !matches!(self, Via::Plain { keep_alive: false })
+    }
+}
+
+/// A TLS client configuration trusting only the CA in `ca_pem`.
+pub fn tls_config(ca_pem: &std::path::Path) -> Arc<rustls::ClientConfig> {
+    use rustls_pki_types::pem::PemObject;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_file_iter(ca_pem).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    Arc::new(
+        rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// Whether a request's target was sent over TLS.
+pub fn over_tls(target: &str) -> bool {
+    target.split('/').nth(2).is_some_and(|t| t.ends_with('t'))
+}
+
 /// Client threads until stopped, their records collected.
 pub struct Clients {
     stop: Arc<AtomicBool>,
@@ -56,15 +110,20 @@ pub struct Clients {
 }
 
 impl Clients {
-    /// For each router, one client on a keep-alive connection and one
-    /// opening a new connection per request.
-    pub fn start(routers: &[SocketAddr]) -> Clients {
+    /// For each router (its plain and its TLS address), one client on a
+    /// keep-alive connection, one opening a new connection per request,
+    /// and one over TLS trusting `tls`.
+    pub fn start(routers: &[(SocketAddr, SocketAddr)], tls: &Arc<rustls::ClientConfig>) -> Clients {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
-        for (n, &addr) in routers.iter().enumerate() {
-            for keep_alive in [true, false] {
+        for (n, &(plain, secure)) in routers.iter().enumerate() {
+            for (addr, via) in [
+                (plain, Via::Plain { keep_alive: true }),
+                (plain, Via::Plain { keep_alive: false }),
+                (secure, Via::Tls(tls.clone())),
+            ] {
                 let stop = stop.clone();
-                threads.push(std::thread::spawn(move || run(n, addr, keep_alive, &stop)));
+                threads.push(std::thread::spawn(move || run(n, addr, &via, &stop)));
             }
         }
         Clients { stop, threads }
@@ -87,22 +146,25 @@ impl Clients {
     }
 }
 
-fn run(router: usize, addr: SocketAddr, keep_alive: bool, stop: &AtomicBool) -> (Vec<Record>, u64) {
-    let tag = if keep_alive { "k" } else { "n" };
+fn run(router: usize, addr: SocketAddr, via: &Via, stop: &AtomicBool) -> (Vec<Record>, u64) {
+    let tag = via.tag();
     let mut records = Vec::new();
-    let mut conn: Option<BufReader<TcpStream>> = None;
+    let mut conn: Option<BufReader<Box<dyn Conn>>> = None;
     let mut raced = 0;
     let mut i = 0u64;
     while !stop.load(Relaxed) {
         let target = format!("/soak/{router}{tag}/{i}?v={}", i % 13);
+        if matches!(via, Via::Tls(_)) && i % TLS_REQUESTS_PER_CONNECTION == 0 {
+            conn = None;
+        }
         i += 1;
         let start = Instant::now();
         let reused = conn.is_some();
-        let mut got = exchange(&mut conn, addr, &target, keep_alive);
+        let mut got = exchange(&mut conn, addr, &target, via);
         if reused && matches!(&got, Err(Silent)) {
             raced += 1;
             conn = None;
-            got = exchange(&mut conn, addr, &target, keep_alive);
+            got = exchange(&mut conn, addr, &target, via);
         }
         let (backend, outcome) = match got {
             Ok(v) => v,
@@ -127,19 +189,35 @@ fn run(router: usize, addr: SocketAddr, keep_alive: bool, stop: &AtomicBool) -> 
 struct Silent;
 
 fn exchange(
-    conn: &mut Option<BufReader<TcpStream>>,
+    conn: &mut Option<BufReader<Box<dyn Conn>>>,
     addr: SocketAddr,
     target: &str,
-    keep_alive: bool,
+    via: &Via,
 ) -> Result<(Option<u16>, Outcome), Silent> {
+    let keep_alive = via.keep_alive();
     if conn.is_none() {
-        match TcpStream::connect(addr) {
-            Ok(c) => {
-                let _ = c.set_read_timeout(Some(Duration::from_secs(10)));
-                *conn = Some(BufReader::new(c));
-            }
+        let tcp = match TcpStream::connect(addr) {
+            Ok(c) => c,
             Err(e) => return Ok((None, Outcome::Transport(format!("connect: {e}")))),
-        }
+        };
+        let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
+        let c: Box<dyn Conn> = match via {
+            Via::Plain { .. } => Box::new(tcp),
+            Via::Tls(config) => {
+                let name = rustls_pki_types::ServerName::try_from(TLS_NAME).unwrap();
+                let mut tls = rustls::ClientConnection::new(config.clone(), name).unwrap();
+                let mut tcp = tcp;
+                // The handshake first, so its failure is told apart from
+                // a request the router dropped.
+                while tls.is_handshaking() {
+                    if let Err(e) = tls.complete_io(&mut tcp) {
+                        return Ok((None, Outcome::Transport(format!("TLS handshake: {e}"))));
+                    }
+                }
+                Box::new(rustls::StreamOwned::new(tls, tcp))
+            }
+        };
+        *conn = Some(BufReader::new(c));
     }
     let r = conn.as_mut().unwrap();
     let close = if keep_alive {

@@ -18,8 +18,8 @@
 //! enough origins had a fault that recently for the key to have run out.
 //!
 //! Anything else (a failure with no such fault, a transport error from
-//! the router, a wrong body, a backend outside every configuration in
-//! force during the request) is unexpected.
+//! the router, a wrong body, a backend that neither a configuration nor
+//! the DNS records in force during the request named) is unexpected.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -142,8 +142,14 @@ fn label(o: &Outcome) -> String {
     }
 }
 
-/// Judges every record.
-pub fn judge(records: &[Record], faults: &[Fault], configs: &[ConfigWindow]) -> Verdict {
+/// Judges every record: a backend may answer while the configuration or
+/// the DNS records (`dns`, windows of the same shape) named it.
+pub fn judge(
+    records: &[Record],
+    faults: &[Fault],
+    configs: &[ConfigWindow],
+    dns: &[ConfigWindow],
+) -> Verdict {
     let mut v = Verdict {
         requests: records.len(),
         ..Verdict::default()
@@ -157,7 +163,7 @@ pub fn judge(records: &[Record], faults: &[Fault], configs: &[ConfigWindow]) -> 
             v.outside_ms.push(ms);
         }
         let what = match (&r.outcome, r.backend) {
-            (Outcome::Ok, Some(p)) if in_config(p, r, configs) => continue,
+            (Outcome::Ok, Some(p)) if in_config(p, r, configs) || in_config(p, r, dns) => continue,
             (Outcome::Ok, _) => Some("outside the configuration".to_string()),
             (_, _) if explained(r, faults) => None,
             (o, _) => Some(label(o)),
@@ -248,7 +254,7 @@ mod tests {
             rec(3, Outcome::Ok, 300, 10, t0),           // not in the config
             rec(2, Outcome::Ok, 300, 10, t0),
         ];
-        let v = judge(&records, &faults, &configs);
+        let v = judge(&records, &faults, &configs, &[]);
         assert_eq!(v.expected.values().sum::<usize>(), 2, "{v:?}");
         assert_eq!(v.unexpected_total(), 5, "{v:?}");
         assert_eq!(v.unexpected["outside the configuration"], 1);
@@ -272,7 +278,7 @@ mod tests {
             rec(4, Outcome::Exhausted, 3000, 2, t0), // 4 itself never failed
             rec(2, Outcome::Exhausted, 4350, 2, t0), // 1 and 3 are long back in rotation
         ];
-        let v = judge(&records, &faults, &configs);
+        let v = judge(&records, &faults, &configs, &[]);
         assert_eq!(v.expected.values().sum::<usize>(), 1, "{v:?}");
         assert_eq!(v.unexpected_total(), 2, "{v:?}");
     }
@@ -294,11 +300,23 @@ mod tests {
             },
         ];
         let ok = |b, at| rec(b, Outcome::Ok, at, 5, t0);
-        let v = judge(
-            &[ok(1, 50), ok(2, 92), ok(1, 95), ok(1, 200), ok(2, 200)],
-            &[],
-            &configs,
-        );
+        let answers = [
+            ok(1, 50),
+            ok(2, 92),
+            ok(1, 95),
+            ok(1, 200),
+            ok(2, 200),
+            ok(3, 200),
+        ];
+        let v = judge(&answers, &[], &configs, &[]);
+        assert_eq!(v.unexpected_total(), 2, "{v:?}");
+        // A backend DNS named from 150 ms is allowed from then on.
+        let dns = [ConfigWindow {
+            ports: vec![3],
+            written: ms(150),
+            replaced: None,
+        }];
+        let v = judge(&answers, &[], &configs, &dns);
         assert_eq!(v.unexpected_total(), 1, "{v:?}");
     }
 }

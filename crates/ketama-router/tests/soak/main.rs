@@ -2,8 +2,10 @@
 //! three-member etcd cluster while a seeded scheduler, at random moments,
 //! takes origins down, stalls them, makes them answer garbage or reset
 //! mid-body, kills etcd members (the leader among them), pushes broken and
-//! good configs and rollout changes, and reloads the routers by SIGHUP
-//! and `POST /reload`. It judges by what the clients saw against its own
+//! good configs and rollout changes, adds, removes and changes the DNS
+//! records the routers discover backends from (dnsmasq), rotates the
+//! routers' TLS certificate, and reloads the routers by SIGHUP and
+//! `POST /reload`; clients speak plain HTTP/1.1 and TLS. It judges by what the clients saw against its own
 //! log of faults (see `judge.rs`), by what the routers logged, and by
 //! whether each change showed in both routers' `/status`.
 //!
@@ -25,7 +27,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
 use common::chaos::{ChaosOrigin, Mode};
+use common::dns::{Dns, Records, SRV};
 use common::fleet::{control, local_file, PREFIX};
+use common::tls::{Ca, Issued};
 use common::*;
 use judge::{ConfigWindow, Fault};
 use ketama_fleet::testing::EtcdCluster;
@@ -42,38 +46,78 @@ const BROKEN: [&str; 3] = [
     "[[backends]]\naddress = \"127.0.0.1:1\"\nweight = -3\n",
 ];
 
-/// The fleet's shared config over these origins: health checks every
-/// 500 ms, a migration ring for the rollout to move keys between.
-fn shared(ports: &[u16]) -> String {
+/// The fleet's shared config over these origins and the backends the DNS
+/// server on `dns` names: health checks every 500 ms, a migration ring for
+/// the rollout to move keys between, DNS asked every 400 ms at most (the
+/// records' TTL of 1 s, kept within the source's bounds).
+fn shared(ports: &[u16], dns: u16) -> String {
     let mut s = String::from(
         "[ring]\nlayout = \"compact\"\n\n[health]\ninterval_ms = 500\ntimeout_ms = 300\n\n[migration]\nglobal_bp = 0\n[migration.ring]\nlayout = \"compact\"\npoint_multiple = 40\n",
     );
     for p in ports {
         s.push_str(&format!("\n[[backends]]\naddress = \"127.0.0.1:{p}\"\n"));
     }
+    s.push_str(&format!("\n[[discovery]]\nsrv = \"{SRV}\"\nresolvers = [\"127.0.0.1:{dns}\"]\ntimeout_ms = 300\nmin_interval_ms = 150\nmax_interval_ms = 400\n"));
     s
+}
+
+/// The DNS record sets the scheduler moves between (origin indexes): from
+/// one to another adds a target, removes one, or changes a target's port.
+const DNS_SETS: [&[usize]; 3] = [&[5], &[5, 6], &[5, 7]];
+
+/// Whether every router's `/status` lists exactly these backend ports.
+fn backends_are(routers: &[Router], want: &std::collections::BTreeSet<u16>) -> bool {
+    routers.iter().all(|f| {
+        let got: std::collections::BTreeSet<u16> = status_json(&f.r)["backends"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|b| b["server"].as_str()?.rsplit(':').next()?.parse().ok())
+            .collect();
+        &got == want
+    })
 }
 
 struct Router {
     r: RouterProc,
+    /// Its TLS listener.
+    tls: std::net::SocketAddr,
     log: std::path::PathBuf,
     _dir: tempfile::TempDir,
 }
 
-fn start_router(urls: &[String], scope: &str) -> Router {
-    let (proxy, admin) = (free_addr(), free_addr());
+fn start_router(urls: &[String], scope: &str, cert: &Issued) -> Router {
+    let (proxy, admin, tls) = (free_addr(), free_addr(), free_addr());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
     let cache = dir.path().join("cache.json");
-    let text = local_file(urls, proxy, admin, scope, &cache).replacen(
+    let mut text = local_file(urls, proxy, admin, scope, &cache).replacen(
         "grace_period_seconds = 0\n",
         SERVER,
         1,
     );
+    text.push_str(&format!(
+        "\n[tls]\nlisten = [\"{tls}\"]\n[[tls.certificates]]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+        cert.cert.display(),
+        cert.key.display()
+    ));
     std::fs::write(&path, text).unwrap();
     let log = dir.path().join("router.log");
     let r = start_router_with(&path, proxy, admin, &[], Some(&log));
-    Router { r, log, _dir: dir }
+    wait_for(Duration::from_secs(10), || {
+        std::net::TcpStream::connect(tls).is_ok()
+    });
+    Router {
+        r,
+        tls,
+        log,
+        _dir: dir,
+    }
+}
+
+/// The `not_after` of the certificate a router's `/status` says it serves.
+fn serving_until(f: &Router) -> serde_json::Value {
+    status_json(&f.r)["tls"]["certificates"][0]["not_after"].clone()
 }
 
 /// Writes a key through any member that takes it (retrying while the
@@ -137,25 +181,62 @@ fn soak_under_chaos() {
 
     let mut etcd = EtcdCluster::start(3).unwrap();
     let urls = etcd.urls();
-    let origins: Vec<ChaosOrigin> = (0..5).map(|_| ChaosOrigin::start()).collect();
+    // Origins 0-4 are the config's backends, 5-7 DNS's.
+    let origins: Vec<ChaosOrigin> = (0..8).map(|_| ChaosOrigin::start()).collect();
     let ports: Vec<u16> = origins.iter().map(|o| o.addr().port()).collect();
-    let sets = [ports[..4].to_vec(), ports.clone()];
+    let sets = [ports[..4].to_vec(), ports[..5].to_vec()];
+    let dns_ports = |set: usize| -> Vec<u16> { DNS_SETS[set].iter().map(|&i| ports[i]).collect() };
+    let dns_records = |set: usize| -> Records {
+        DNS_SETS[set]
+            .iter()
+            .map(|&i| (i, "127.0.0.1", ports[i]))
+            .collect()
+    };
+    let mut dns_now = 0;
+    let dns_started = Instant::now();
+    let mut dns = Dns::start(&dns_records(dns_now), 1);
+    let mut dns_windows = vec![ConfigWindow {
+        ports: dns_ports(dns_now),
+        written: dns_started,
+        replaced: None,
+    }];
     let keys = Keys::new(PREFIX);
-    let (rev, written) = write(&etcd, &keys.config(), &shared(&sets[0]));
+    let (rev, written) = write(&etcd, &keys.config(), &shared(&sets[0], dns.port));
     let mut configs = vec![ConfigWindow {
         ports: sets[0].clone(),
         written,
         replaced: None,
     }];
+    // One certificate for both routers, rotated in place.
+    let certs = tempfile::tempdir().unwrap();
+    let ca = Ca::new(certs.path(), "soak-ca");
+    let leaf = ca.issue("router", &[client::TLS_NAME], 30);
+    let mut rotations = 0;
     let routers: Vec<Router> = ["ams", "sin"]
         .iter()
-        .map(|s| start_router(&urls, s))
+        .map(|s| start_router(&urls, s, &leaf))
         .collect();
     visible_after(&routers, "config_revision", rev, written);
+    let in_force = |set_now: usize, dns_now: usize| -> std::collections::BTreeSet<u16> {
+        sets[set_now]
+            .iter()
+            .copied()
+            .chain(dns_ports(dns_now))
+            .collect()
+    };
+    wait_for(Duration::from_secs(10), || {
+        backends_are(&routers, &in_force(0, dns_now))
+    });
     let pids: Vec<u32> = routers.iter().map(|f| f.r.child.id()).collect();
 
     let t0 = Instant::now();
-    let clients = client::Clients::start(&routers.iter().map(|f| f.r.proxy).collect::<Vec<_>>());
+    let clients = client::Clients::start(
+        &routers
+            .iter()
+            .map(|f| (f.r.proxy, f.tls))
+            .collect::<Vec<_>>(),
+        &client::tls_config(&ca.cert),
+    );
     let mut faults: Vec<Fault> = Vec::new();
     let mut changes: Vec<Change> = Vec::new();
     let mut samples = vec![report::sample(t0, &pids)];
@@ -204,9 +285,14 @@ fn soak_under_chaos() {
         next_action = now + Duration::from_millis(rng.random_range(300..1200));
         let near =
             |last: Option<Instant>| last.is_some_and(|t| t.elapsed() < Duration::from_secs(5));
-        match rng.random_range(0..10) {
+        match rng.random_range(0..12) {
             0..=3 if open.len() < 2 => {
-                let i = rng.random_range(0..origins.len());
+                // Only an origin in force: a fault elsewhere would excuse
+                // nothing and count towards no key's candidates.
+                let live: Vec<usize> = (0..origins.len())
+                    .filter(|&i| in_force(set_now, dns_now).contains(&ports[i]))
+                    .collect();
+                let i = live[rng.random_range(0..live.len())];
                 if open.iter().any(|(j, _, _)| *j == i) {
                     continue;
                 }
@@ -264,7 +350,7 @@ fn soak_under_chaos() {
                     });
                 }
                 set_now = 1 - set_now;
-                let (rev, at) = write(&etcd, &keys.config(), &shared(&sets[set_now]));
+                let (rev, at) = write(&etcd, &keys.config(), &shared(&sets[set_now], dns.port));
                 let lag = visible_after(&routers, "config_revision", rev, at);
                 configs.last_mut().unwrap().replaced = Some(Instant::now());
                 configs.push(ConfigWindow {
@@ -310,13 +396,79 @@ fn soak_under_chaos() {
                 assert_eq!(resp.status, 200, "POST /reload: {}", resp.body);
                 *counts.entry("POST /reload").or_default() += 1;
             }
+            10 => {
+                let to = (dns_now + rng.random_range(1..DNS_SETS.len())) % DNS_SETS.len();
+                let (old, new) = (DNS_SETS[dns_now], DNS_SETS[to]);
+                let kind = if new.iter().all(|i| old.contains(i)) {
+                    "DNS record removed"
+                } else if old.iter().all(|i| new.contains(i)) {
+                    "DNS record added"
+                } else {
+                    "DNS record changed"
+                };
+                let at = Instant::now();
+                dns.serve(&dns_records(to));
+                dns_now = to;
+                wait_for(Duration::from_secs(15), || {
+                    backends_are(&routers, &in_force(set_now, dns_now))
+                });
+                dns_windows.last_mut().unwrap().replaced = Some(Instant::now());
+                dns_windows.push(ConfigWindow {
+                    ports: dns_ports(dns_now),
+                    written: at,
+                    replaced: None,
+                });
+                *counts.entry(kind).or_default() += 1;
+                changes.push(Change {
+                    what: "DNS records",
+                    lag: at.elapsed(),
+                    etcd_fault_near: false,
+                });
+            }
+            11 => {
+                // A new key and certificate (a day longer each time, so
+                // /status tells them apart) moved over the old files, the
+                // key first; nothing reloads between the two moves.
+                rotations += 1;
+                let fresh = ca.issue(
+                    &format!("router-{rotations}"),
+                    &[client::TLS_NAME],
+                    30 + rotations,
+                );
+                let before = serving_until(&routers[0]);
+                std::fs::rename(&fresh.key, &leaf.key).unwrap();
+                std::fs::rename(&fresh.cert, &leaf.cert).unwrap();
+                let at = Instant::now();
+                for (n, f) in routers.iter().enumerate() {
+                    if n == 0 {
+                        let resp = admin_call(&f.r, "POST", "/reload", "");
+                        assert_eq!(resp.status, 200, "POST /reload: {}", resp.body);
+                    } else {
+                        let ok = std::process::Command::new("kill")
+                            .args(["-HUP", &f.r.child.id().to_string()])
+                            .status()
+                            .unwrap()
+                            .success();
+                        assert!(ok, "SIGHUP not delivered");
+                    }
+                }
+                wait_for(Duration::from_secs(15), || {
+                    routers.iter().all(|f| serving_until(f) != before)
+                });
+                *counts.entry("certificate rotated").or_default() += 1;
+                changes.push(Change {
+                    what: "certificate",
+                    lag: at.elapsed(),
+                    etcd_fault_near: false,
+                });
+            }
             _ => {}
         }
     }
     let (records, raced) = clients.stop();
     samples.push(report::sample(t0, &pids));
 
-    let verdict = judge::judge(&records, &faults, &configs);
+    let verdict = judge::judge(&records, &faults, &configs, &dns_windows);
     let mut causes: Vec<String> = vec!["rejected".into()];
     if counts.keys().any(|k| k.starts_with("etcd")) {
         causes.push("etcd".into());
@@ -338,6 +490,10 @@ fn soak_under_chaos() {
         changes: &changes,
         samples: &samples,
         raced,
+        tls_requests: records
+            .iter()
+            .filter(|r| client::over_tls(&r.target))
+            .count(),
     });
     eprintln!("{table}");
     if let Ok(path) = std::env::var("KETAMA_SOAK_REPORT") {
@@ -347,7 +503,7 @@ fn soak_under_chaos() {
     // The judge can fail: without the fault log every failure it excused
     // is unexpected, and a log where only the first backend set was ever
     // in force condemns every answer from the fifth origin.
-    let blind = judge::judge(&records, &[], &configs);
+    let blind = judge::judge(&records, &[], &configs, &dns_windows);
     let excused: usize = verdict.expected.values().sum();
     assert_eq!(
         blind.unexpected_total(),
@@ -364,7 +520,7 @@ fn soak_under_chaos() {
         .filter(|r| r.backend == Some(ports[4]) && r.outcome == client::Outcome::Ok)
         .count();
     assert_eq!(
-        judge::judge(&records, &faults, &only_a)
+        judge::judge(&records, &faults, &only_a, &dns_windows)
             .unexpected
             .get("outside the configuration")
             .copied()

@@ -59,6 +59,8 @@ pub struct Inputs<'a> {
     pub samples: &'a [Sample],
     /// Kept-alive connections the router closed as a request went out.
     pub raced: u64,
+    /// Requests sent over TLS.
+    pub tls_requests: usize,
 }
 
 /// The table, in Markdown.
@@ -67,11 +69,15 @@ pub fn table(i: &Inputs) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "soak: {} s, seed {}, two routers, 3 etcd members, 5 origins\n",
+        "soak: {} s, seed {}, two routers, 3 etcd members, 8 origins (5 in the config, 3 by DNS)\n",
         i.seconds, i.seed
     );
     let _ = writeln!(s, "| measure | value |\n|---|---|");
-    let _ = writeln!(s, "| requests | {} |", v.requests);
+    let _ = writeln!(
+        s,
+        "| requests | {} ({} over TLS) |",
+        v.requests, i.tls_requests
+    );
     let failures: usize = v.expected.values().sum::<usize>() + v.unexpected_total();
     let _ = writeln!(
         s,
@@ -124,6 +130,22 @@ pub fn table(i: &Inputs) -> String {
             "| changes visible on both routers, {when} | {n}: p50 {:.0} ms, max {:.0} ms |",
             quantile(&mut lags, 0.5),
             lags.iter().cloned().fold(0.0, f64::max)
+        );
+    }
+    let mut kinds: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    for c in i.changes {
+        kinds
+            .entry(c.what)
+            .or_default()
+            .push(c.lag.as_secs_f64() * 1e3);
+    }
+    for (what, lags) in &mut kinds {
+        let n = lags.len();
+        let max = lags.iter().cloned().fold(0.0, f64::max);
+        let _ = writeln!(
+            s,
+            "| {what} changes visible on both routers | {n}: p50 {:.0} ms, max {max:.0} ms |",
+            quantile(lags, 0.5)
         );
     }
     let picks: Vec<&Sample> = match i.samples {
