@@ -437,3 +437,81 @@ fn a_backend_down_under_load_writes_a_few_log_lines() {
         .count();
     assert!((1..=3).contains(&lines), "{lines} lines:\n{log}");
 }
+
+/// A backend that reads each request head and then ends the connection
+/// without a byte of answer: with a reset (`SO_LINGER` 0) or a plain close.
+fn hang_up_origin(reset: bool) -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for c in l.incoming().flatten() {
+            let mut r = BufReader::new(c.try_clone().unwrap());
+            let mut line = String::new();
+            while r.read_line(&mut line).unwrap_or(0) > 0 && line != "\r\n" {
+                line.clear();
+            }
+            if reset {
+                let _ = socket2::SockRef::from(&c).set_linger(Some(Duration::ZERO));
+            }
+        }
+    });
+    addr
+}
+
+/// nginx's `proxy_next_upstream error`: a connection closed or reset
+/// before any response byte sends an idempotent request to the next
+/// backend even when the connection was fresh (a backend dying with
+/// connections in its accept queue does just that), within `retries`;
+/// a POST is not sent twice.
+#[test]
+fn a_backend_that_hangs_up_before_answering_fails_over_within_retries() {
+    let good = Origin::start(0).unwrap();
+    let rst = hang_up_origin(true);
+    let fin = hang_up_origin(false);
+    let all = [good.addr(), rst, fin];
+    let (r, _dir) = router_over(
+        &all,
+        "retries = 1\nmax_fails = 1000\nfail_timeout_ms = 1000",
+        "enabled = false",
+    );
+    let ring = ketama::RingBuilder::new()
+        .layout(ketama::Layout::Compact)
+        .build(
+            all.iter()
+                .map(|a| ketama::Node::new(a.to_string(), 1))
+                .collect(),
+        )
+        .unwrap();
+    let with_order = |want: [SocketAddr; 3]| {
+        urls(1000)
+            .into_iter()
+            .find(|u| {
+                let order: Vec<String> = ring
+                    .failover(u.as_bytes())
+                    .map(|n| n.server().to_string())
+                    .collect();
+                order == want.map(|a| a.to_string())
+            })
+            .unwrap()
+    };
+    for first in [rst, fin] {
+        let other = if first == rst { fin } else { rst };
+        let u = with_order([first, good.addr(), other]);
+        for _ in 0..5 {
+            let resp = get(&r, &u);
+            assert_eq!(resp.status, 200, "{first} first: {}", resp.body);
+            assert_eq!(resp.headers["x-ketama-backend"], good.addr().to_string());
+        }
+        let post = request(r.proxy, "POST", &u, &[], "once").unwrap();
+        assert_eq!(
+            post.status, 502,
+            "a POST is never sent twice: {}",
+            post.body
+        );
+        assert!(post.body.contains("tried 1"), "{}", post.body);
+        // Two hang-ups in a row use up `retries` = 1.
+        let resp = get(&r, &with_order([first, other, good.addr()]));
+        assert_eq!(resp.status, 502, "{}", resp.body);
+        assert!(resp.body.contains("tried 2"), "{}", resp.body);
+    }
+}

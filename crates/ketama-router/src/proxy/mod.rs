@@ -21,7 +21,7 @@ use ketama::Route;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
-use pingora::{Error, ErrorSource, ErrorType};
+use pingora::{Error, ErrorSource, ErrorType, RetryType};
 
 use crate::access_log::AccessLog;
 use crate::metrics::Metrics;
@@ -352,6 +352,17 @@ impl ProxyHttp for Router {
         if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
         {
             e.set_retry(false);
+        } else if matches!(e.retry, RetryType::ReusedOnly) && !client_reused {
+            // The connection closed or reset before a byte of the response
+            // head: on a fresh connection too, the next backend, as nginx's
+            // `proxy_next_upstream error` does (a backend that dies with
+            // connections in its accept queue resets them just so), within
+            // `retries` like a connect failure.
+            let retries = ctx
+                .state
+                .as_ref()
+                .map_or(0, |s| s.validated.config.server.retries);
+            e.set_retry(ctx.attempts() <= retries);
         } else {
             e.retry.decide_reuse(client_reused);
         }
@@ -451,6 +462,7 @@ fn in_words(e: &Error) -> String {
         ReadTimedout => "no response in time",
         WriteTimedout => "the request could not be sent in time",
         ConnectionClosed => "the connection closed early",
+        ReadError => "the connection failed before the response was read",
         InvalidHTTPHeader => "malformed request or response head",
         _ => "the request could not be proxied",
     }

@@ -179,8 +179,18 @@ pub fn judge(
                         .collect();
                     let t0 = configs[0].written;
                     let at = |t: Instant| (t - t0).as_millis();
+                    // Only the configurations in force near the request:
+                    // a half-hour soak writes hundreds.
+                    let near_r = Record {
+                        start: r.start - std::time::Duration::from_secs(5).min(r.start - t0),
+                        end: r.end + std::time::Duration::from_secs(5),
+                        ..r.clone()
+                    };
                     let windows: Vec<String> = configs
                         .iter()
+                        .filter(|c| {
+                            c.written <= near_r.end && c.replaced.is_none_or(|t| t >= near_r.start)
+                        })
                         .map(|c| {
                             format!("{:?} {}..{:?}", c.ports, at(c.written), c.replaced.map(at))
                         })
