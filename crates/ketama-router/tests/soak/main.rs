@@ -4,8 +4,9 @@
 //! mid-body, kills etcd members (the leader among them), pushes broken and
 //! good configs and rollout changes, adds, removes and changes the DNS
 //! records the routers discover backends from (dnsmasq), rotates the
-//! routers' TLS certificate, and reloads the routers by SIGHUP and
-//! `POST /reload`; clients speak plain HTTP/1.1 and TLS. It judges by what the clients saw against its own
+//! routers' TLS certificate, reloads the routers by SIGHUP and
+//! `POST /reload`, and upgrades one of them to a new process at most once
+//! a minute (its listeners handed over, the old one drained); clients speak plain HTTP/1.1 and TLS. It judges by what the clients saw against its own
 //! log of faults (see `judge.rs`), by what the routers logged, and by
 //! whether each change showed in both routers' `/status`.
 //!
@@ -20,6 +21,7 @@ mod client;
 mod judge;
 mod procs;
 mod report;
+mod routers;
 
 use std::time::{Duration, Instant};
 
@@ -28,16 +30,13 @@ use rand::{Rng, SeedableRng};
 
 use common::chaos::{ChaosOrigin, Mode};
 use common::dns::{Dns, Records, SRV};
-use common::fleet::{control, local_file, PREFIX};
-use common::tls::{Ca, Issued};
+use common::fleet::{control, PREFIX};
+use common::tls::Ca;
 use common::*;
 use judge::{ConfigWindow, Fault};
 use ketama_fleet::testing::EtcdCluster;
 use ketama_fleet::Keys;
-
-/// Each router's own `[server]` limits, beyond the fleet tests' file: a
-/// stalled backend costs 800 ms, one failure takes a backend out for 2 s.
-const SERVER: &str = "grace_period_seconds = 0\nretries = 2\nconnect_timeout_ms = 300\nread_timeout_ms = 800\nmax_fails = 1\nfail_timeout_ms = 2000\n";
+use routers::Router;
 
 /// Configs the routers must refuse (each keeps the running state).
 const BROKEN: [&str; 3] = [
@@ -76,48 +75,6 @@ fn backends_are(routers: &[Router], want: &std::collections::BTreeSet<u16>) -> b
             .collect();
         &got == want
     })
-}
-
-struct Router {
-    r: RouterProc,
-    /// Its TLS listener.
-    tls: std::net::SocketAddr,
-    log: std::path::PathBuf,
-    _dir: tempfile::TempDir,
-}
-
-fn start_router(urls: &[String], scope: &str, cert: &Issued) -> Router {
-    let (proxy, admin, tls) = (free_addr(), free_addr(), free_addr());
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("router.toml");
-    let cache = dir.path().join("cache.json");
-    let mut text = local_file(urls, proxy, admin, scope, &cache).replacen(
-        "grace_period_seconds = 0\n",
-        SERVER,
-        1,
-    );
-    text.push_str(&format!(
-        "\n[tls]\nlisten = [\"{tls}\"]\n[[tls.certificates]]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
-        cert.cert.display(),
-        cert.key.display()
-    ));
-    std::fs::write(&path, text).unwrap();
-    let log = dir.path().join("router.log");
-    let r = start_router_with(&path, proxy, admin, &[], Some(&log));
-    wait_for(Duration::from_secs(10), || {
-        std::net::TcpStream::connect(tls).is_ok()
-    });
-    Router {
-        r,
-        tls,
-        log,
-        _dir: dir,
-    }
-}
-
-/// The `not_after` of the certificate a router's `/status` says it serves.
-fn serving_until(f: &Router) -> serde_json::Value {
-    status_json(&f.r)["tls"]["certificates"][0]["not_after"].clone()
 }
 
 /// Writes a key through any member that takes it (retrying while the
@@ -212,9 +169,9 @@ fn soak_under_chaos() {
     let ca = Ca::new(certs.path(), "soak-ca");
     let leaf = ca.issue("router", &[client::TLS_NAME], 30);
     let mut rotations = 0;
-    let routers: Vec<Router> = ["ams", "sin"]
+    let mut routers: Vec<Router> = ["ams", "sin"]
         .iter()
-        .map(|s| start_router(&urls, s, &leaf))
+        .map(|s| Router::start(&urls, s, &leaf))
         .collect();
     visible_after(&routers, "config_revision", rev, written);
     let in_force = |set_now: usize, dns_now: usize| -> std::collections::BTreeSet<u16> {
@@ -227,7 +184,8 @@ fn soak_under_chaos() {
     wait_for(Duration::from_secs(10), || {
         backends_are(&routers, &in_force(0, dns_now))
     });
-    let pids: Vec<u32> = routers.iter().map(|f| f.r.child.id()).collect();
+    let pids =
+        |routers: &[Router]| -> Vec<u32> { routers.iter().map(|f| f.r.child.id()).collect() };
 
     let t0 = Instant::now();
     let clients = client::Clients::start(
@@ -239,12 +197,14 @@ fn soak_under_chaos() {
     );
     let mut faults: Vec<Fault> = Vec::new();
     let mut changes: Vec<Change> = Vec::new();
-    let mut samples = vec![report::sample(t0, &pids)];
+    let mut samples = vec![report::sample(t0, &pids(&routers))];
     let mut counts = std::collections::BTreeMap::<&str, usize>::new();
     // Origin faults and the etcd member down now: (index, fault, ends at).
     let mut open: Vec<(usize, Fault, Instant)> = Vec::new();
     let mut etcd_down: Option<(usize, Fault, Instant)> = None;
     let mut last_etcd_fault: Option<Instant> = None;
+    let mut last_upgrade: Option<Instant> = None;
+    let mut upgrade_took: Vec<f64> = Vec::new();
     let mut set_now = 0;
     let quiet_tail = Duration::from_secs(4);
     let run_for = Duration::from_secs(seconds);
@@ -275,7 +235,7 @@ fn soak_under_chaos() {
             faults.push(f);
         }
         if now >= next_sample {
-            samples.push(report::sample(t0, &pids));
+            samples.push(report::sample(t0, &pids(&routers)));
             next_sample += sample_every;
         }
         if stopping || now < next_action {
@@ -285,7 +245,7 @@ fn soak_under_chaos() {
         next_action = now + Duration::from_millis(rng.random_range(300..1200));
         let near =
             |last: Option<Instant>| last.is_some_and(|t| t.elapsed() < Duration::from_secs(5));
-        match rng.random_range(0..12) {
+        match rng.random_range(0..13) {
             0..=3 if open.len() < 2 => {
                 // Only an origin in force: a fault elsewhere would excuse
                 // nothing and count towards no key's candidates.
@@ -435,7 +395,7 @@ fn soak_under_chaos() {
                     &[client::TLS_NAME],
                     30 + rotations,
                 );
-                let before = serving_until(&routers[0]);
+                let before = routers[0].serving_until();
                 std::fs::rename(&fresh.key, &leaf.key).unwrap();
                 std::fs::rename(&fresh.cert, &leaf.cert).unwrap();
                 let at = Instant::now();
@@ -453,7 +413,7 @@ fn soak_under_chaos() {
                     }
                 }
                 wait_for(Duration::from_secs(15), || {
-                    routers.iter().all(|f| serving_until(f) != before)
+                    routers.iter().all(|f| f.serving_until() != before)
                 });
                 *counts.entry("certificate rotated").or_default() += 1;
                 changes.push(Change {
@@ -462,24 +422,39 @@ fn soak_under_chaos() {
                     etcd_fault_near: false,
                 });
             }
+            12 if last_upgrade.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) => {
+                // One router only, at most once a minute: the other lives
+                // the whole run, so its growth is judged on one process.
+                let took = routers[1].upgrade();
+                upgrade_took.push(took.as_secs_f64() * 1e3);
+                last_upgrade = Some(Instant::now());
+                *counts.entry("graceful upgrade").or_default() += 1;
+            }
             _ => {}
         }
     }
     let (records, raced) = clients.stop();
-    samples.push(report::sample(t0, &pids));
+    samples.push(report::sample(t0, &pids(&routers)));
 
     let verdict = judge::judge(&records, &faults, &configs, &dns_windows);
     let mut causes: Vec<String> = vec!["rejected".into()];
     if counts.keys().any(|k| k.starts_with("etcd")) {
         causes.push("etcd".into());
     }
+    if counts.contains_key("graceful upgrade") {
+        // Pingora's new process waiting, at ERROR, for the old one to
+        // hand its listeners over.
+        causes.push("No incoming socket transfer".into());
+    }
     let mut log_lines = Vec::new();
     // Kept for a look after the run (target/tmp/soak-logs/router-N.log).
     let keep = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("soak-logs");
     let _ = std::fs::create_dir_all(&keep);
     for (n, f) in routers.iter().enumerate() {
-        let _ = std::fs::copy(&f.log, keep.join(format!("router-{n}.log")));
-        log_lines.extend(procs::unexplained_log_lines(&f.log, &causes));
+        for (k, log) in f.logs.iter().enumerate() {
+            let _ = std::fs::copy(log, keep.join(format!("router-{n}.{k}.log")));
+            log_lines.extend(procs::unexplained_log_lines(log, &causes));
+        }
     }
     let alive: Vec<bool> = routers.iter().map(|f| f.r.child.try_wait_alive()).collect();
     let table = report::table(&report::Inputs {
@@ -494,6 +469,7 @@ fn soak_under_chaos() {
             .iter()
             .filter(|r| client::over_tls(&r.target))
             .count(),
+        upgrades_ms: &upgrade_took,
     });
     eprintln!("{table}");
     if let Ok(path) = std::env::var("KETAMA_SOAK_REPORT") {
@@ -561,6 +537,13 @@ fn soak_under_chaos() {
         );
     }
     if let Some(growth) = report::growth(&samples, Duration::from_secs(120)) {
+        // A router that was upgraded is a new process since: not judged.
+        let growth: Vec<f64> = growth
+            .into_iter()
+            .zip(&routers)
+            .filter(|(_, f)| f.upgrades == 0)
+            .map(|(g, _)| g)
+            .collect();
         assert!(
             growth.iter().all(|g| *g <= 0.10),
             "RSS or fds grew {growth:?} from minute 2 (seed {seed})"

@@ -61,6 +61,8 @@ pub struct Inputs<'a> {
     pub raced: u64,
     /// Requests sent over TLS.
     pub tls_requests: usize,
+    /// Each graceful upgrade, SIGQUIT to the new process serving (ms).
+    pub upgrades_ms: &'a [f64],
 }
 
 /// The table, in Markdown.
@@ -146,6 +148,16 @@ pub fn table(i: &Inputs) -> String {
             s,
             "| {what} changes visible on both routers | {n}: p50 {:.0} ms, max {max:.0} ms |",
             quantile(lags, 0.5)
+        );
+    }
+    if !i.upgrades_ms.is_empty() {
+        let mut ms = i.upgrades_ms.to_vec();
+        let _ = writeln!(
+            s,
+            "| graceful upgrades of router 1 (start of the new process to the old one gone) | {}: p50 {:.0} ms, max {:.0} ms |",
+            ms.len(),
+            quantile(&mut ms, 0.5),
+            ms.iter().cloned().fold(0.0, f64::max)
         );
     }
     let picks: Vec<&Sample> = match i.samples {
