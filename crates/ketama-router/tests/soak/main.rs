@@ -342,12 +342,7 @@ fn soak_under_chaos() {
             }
             8 => {
                 let f = &routers[rng.random_range(0..routers.len())];
-                let ok = std::process::Command::new("kill")
-                    .args(["-HUP", &f.r.child.id().to_string()])
-                    .status()
-                    .unwrap()
-                    .success();
-                assert!(ok, "SIGHUP not delivered");
+                f.signal("HUP");
                 *counts.entry("SIGHUP").or_default() += 1;
             }
             9 => {
@@ -404,12 +399,7 @@ fn soak_under_chaos() {
                         let resp = admin_call(&f.r, "POST", "/reload", "");
                         assert_eq!(resp.status, 200, "POST /reload: {}", resp.body);
                     } else {
-                        let ok = std::process::Command::new("kill")
-                            .args(["-HUP", &f.r.child.id().to_string()])
-                            .status()
-                            .unwrap()
-                            .success();
-                        assert!(ok, "SIGHUP not delivered");
+                        f.signal("HUP");
                     }
                 }
                 wait_for(Duration::from_secs(15), || {

@@ -71,6 +71,16 @@ impl Router {
         status_json(&self.r)["tls"]["certificates"][0]["not_after"].clone()
     }
 
+    /// Sends the serving process signal `name` (`HUP`, `QUIT`).
+    pub fn signal(&self, name: &str) {
+        let ok = std::process::Command::new("kill")
+            .args([format!("-{name}"), self.r.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "SIG{name} not delivered");
+    }
+
     /// A graceful binary upgrade, as docs/router.md tells an operator to
     /// do one: a new process with `--upgrade` and the same config waits on
     /// the upgrade socket, the old one gets SIGQUIT, hands the listeners
@@ -95,13 +105,7 @@ impl Router {
         self.logs.push(log);
         // The new process unlinks the socket once it has the listeners.
         wait_for(Duration::from_secs(20), || self.sock.exists());
-        let old_pid = self.r.child.id();
-        let ok = std::process::Command::new("kill")
-            .args(["-QUIT", &old_pid.to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "SIGQUIT not delivered");
+        self.signal("QUIT");
         let mut old = std::mem::replace(&mut self.r.child, new);
         wait_for(Duration::from_secs(30), || {
             old.try_wait().unwrap().is_some()
