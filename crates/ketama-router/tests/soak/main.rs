@@ -205,6 +205,9 @@ fn soak_under_chaos() {
     let mut last_etcd_fault: Option<Instant> = None;
     let mut last_upgrade: Option<Instant> = None;
     let mut upgrade_took: Vec<f64> = Vec::new();
+    // When each began and ended (ms from the start, the judge's clock), so
+    // a failure can be set beside them.
+    let mut upgrade_windows: Vec<String> = Vec::new();
     let mut set_now = 0;
     let quiet_tail = Duration::from_secs(4);
     let run_for = Duration::from_secs(seconds);
@@ -415,8 +418,14 @@ fn soak_under_chaos() {
             12 if last_upgrade.is_none_or(|t| t.elapsed() > Duration::from_secs(60)) => {
                 // One router only, at most once a minute: the other lives
                 // the whole run, so its growth is judged on one process.
+                let began = t0.elapsed();
                 let took = routers[1].upgrade();
                 upgrade_took.push(took.as_secs_f64() * 1e3);
+                upgrade_windows.push(format!(
+                    "{}..{}",
+                    began.as_millis(),
+                    (began + took).as_millis()
+                ));
                 last_upgrade = Some(Instant::now());
                 *counts.entry("graceful upgrade").or_default() += 1;
             }
@@ -462,6 +471,12 @@ fn soak_under_chaos() {
         upgrades_ms: &upgrade_took,
     });
     eprintln!("{table}");
+    if !upgrade_windows.is_empty() {
+        eprintln!(
+            "graceful upgrades (ms from the start): {}",
+            upgrade_windows.join(", ")
+        );
+    }
     if let Ok(path) = std::env::var("KETAMA_SOAK_REPORT") {
         std::fs::write(path, &table).unwrap();
     }
