@@ -5,7 +5,8 @@
 
 mod common;
 
-use std::net::{SocketAddr, TcpListener};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -351,4 +352,60 @@ fn a_test_router_dies_with_the_thread_that_started_it() {
     });
     use std::os::unix::process::ExitStatusExt;
     assert_eq!(status.unwrap().signal(), Some(9), "{status:?}");
+}
+
+#[test]
+fn a_new_connections_first_request_is_served_during_a_graceful_stop() {
+    let origin = Origin::start(0).unwrap();
+    let (proxy, admin) = (free_addr(), free_addr());
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("router.toml");
+    std::fs::write(
+        &path,
+        config_with(
+            &[origin.addr()],
+            proxy,
+            admin,
+            "grace_period_seconds = 4",
+            "",
+        )
+        .replace("grace_period_seconds = 0\n", ""),
+    )
+    .unwrap();
+    let mut r = start_router(&path, proxy, admin);
+    let get = b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n";
+    // `idle` has had a request answered and waits on keep-alive; `fresh`
+    // was accepted and has sent nothing yet.
+    let mut idle = TcpStream::connect(proxy).unwrap();
+    idle.write_all(get).unwrap();
+    idle.set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut b = [0u8; 4096];
+    assert!(idle.read(&mut b).unwrap() > 0);
+    let mut fresh = TcpStream::connect(proxy).unwrap();
+    fresh
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    wait_for(Duration::from_secs(5), || {
+        sample(&metrics_text(&r), "ketama_client_connections") == 2.0
+    });
+    Command::new("kill")
+        .args(["-TERM", &r.child.id().to_string()])
+        .status()
+        .unwrap();
+    // The idle one closes once the router is closing (end of stream).
+    loop {
+        match idle.read(&mut b) {
+            Ok(0) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    // The fresh one's first request is still answered, as nginx answers it.
+    fresh.write_all(get).unwrap();
+    let n = fresh.read(&mut b).unwrap_or(0);
+    let head = String::from_utf8_lossy(&b[..n]).to_string();
+    assert!(head.starts_with("HTTP/1.1 200"), "got {head:?}");
+    wait_for(Duration::from_secs(15), || {
+        r.child.try_wait().unwrap().is_some()
+    });
 }

@@ -159,7 +159,12 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         pipelining: bool,
     ) {
         let mut timed = Box::new(timed);
-        if !self.next_request(&mut timed).await {
+        // A connection's first request is awaited even when the router is
+        // closing, as nginx serves a new connection's first request at a
+        // graceful stop: the client sent it to a listener that accepted it
+        // (one accepted, or still in its TLS handshake, just before the
+        // accept loop ended would otherwise be closed unanswered).
+        if !matches!(timed.await_request().await, Ok(true)) {
             return;
         }
         let mut session = ServerSession::new_http1(timed);
