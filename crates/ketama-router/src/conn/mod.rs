@@ -301,8 +301,10 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
     /// At shutdown (after the listeners stopped accepting), Pingora aborts
     /// every connection still waiting for a request head. A connection
     /// accepted just before, whose request is on its way, would lose it:
-    /// first let the heads being read arrive (at most 2 s), then abort the
-    /// rest. This is what makes a graceful upgrade drop nothing.
+    /// first let the heads being read arrive (at most 2 s), then close the
+    /// idle keep-alive connections (a connection's first request is
+    /// awaited regardless, see serve_http1). This is what makes a graceful
+    /// upgrade drop nothing.
     async fn cleanup(&self) {
         let deadline = Instant::now() + Duration::from_secs(2);
         while self.counts.heads.load(Relaxed) > 0 && Instant::now() < deadline {
