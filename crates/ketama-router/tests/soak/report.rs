@@ -26,21 +26,28 @@ pub fn sample(t0: Instant, pids: &[u32]) -> Sample {
     }
 }
 
-/// On a run of five minutes or more: each router's RSS and descriptor
-/// growth (as a share) from the first sample at or after `warm` to the
+/// The first sample at or after `warm`: the base growth is judged from.
+pub fn warm_sample(samples: &[Sample], warm: Duration) -> Option<&Sample> {
+    samples.iter().find(|s| s.at >= warm)
+}
+
+/// On a run of five minutes or more: per router, its (RSS, descriptors)
+/// growth as a share, from the first sample at or after `warm` to the
 /// last; `None` on shorter runs, where warm-up dominates.
-pub fn growth(samples: &[Sample], warm: Duration) -> Option<Vec<f64>> {
+pub fn growth(samples: &[Sample], warm: Duration) -> Option<Vec<(f64, f64)>> {
     let last = samples.last()?;
     if last.at < Duration::from_secs(300) {
         return None;
     }
-    let base = samples.iter().find(|s| s.at >= warm)?;
-    let mut out = Vec::new();
-    for (b, l) in base.per.iter().zip(&last.per) {
-        out.push(l.0 as f64 / b.0.max(1) as f64 - 1.0);
-        out.push(l.1 as f64 / b.1.max(1) as f64 - 1.0);
-    }
-    Some(out)
+    let base = warm_sample(samples, warm)?;
+    let share = |l: f64, b: f64| l / b.max(1.0) - 1.0;
+    Some(
+        base.per
+            .iter()
+            .zip(&last.per)
+            .map(|(b, l)| (share(l.0 as f64, b.0 as f64), share(l.1 as f64, b.1 as f64)))
+            .collect(),
+    )
 }
 
 /// What the table is made from.
@@ -57,6 +64,8 @@ pub struct Inputs<'a> {
     pub changes: &'a [Change],
     /// RSS and descriptors over time.
     pub samples: &'a [Sample],
+    /// When warm-up ends: growth is judged from the first sample after.
+    pub warm: Duration,
     /// Kept-alive connections the router closed as a request went out.
     pub raced: u64,
     /// Requests sent over TLS.
@@ -160,12 +169,21 @@ pub fn table(i: &Inputs) -> String {
             ms.iter().cloned().fold(0.0, f64::max)
         );
     }
-    let picks: Vec<&Sample> = match i.samples {
+    let mut picks: Vec<(&str, &Sample)> = match i.samples {
         [] => vec![],
-        [only] => vec![only],
-        all => vec![&all[0], &all[all.len() / 2], &all[all.len() - 1]],
+        [only] => vec![("start", only)],
+        all => vec![
+            ("start", &all[0]),
+            ("mid", &all[all.len() / 2]),
+            ("end", &all[all.len() - 1]),
+        ],
     };
-    for (name, smp) in ["start", "mid", "end"].iter().zip(picks) {
+    if growth(i.samples, i.warm).is_some() {
+        if let Some(w) = warm_sample(i.samples, i.warm) {
+            picks.insert(1, ("warm, growth's base", w));
+        }
+    }
+    for (name, smp) in picks {
         let per: Vec<String> = smp
             .per
             .iter()
@@ -185,4 +203,32 @@ pub fn table(i: &Inputs) -> String {
         }
     }
     s
+}
+
+#[test]
+fn growth_is_judged_per_router_on_both_rss_and_descriptors() {
+    let at = |s| Duration::from_secs(s);
+    let samples = [
+        Sample {
+            at: at(0),
+            per: vec![(1000, 10), (1000, 10)],
+        },
+        Sample {
+            at: at(120),
+            per: vec![(2000, 50), (3000, 60)],
+        },
+        Sample {
+            at: at(600),
+            per: vec![(2100, 50), (3000, 90)],
+        },
+    ];
+    let g = growth(&samples, at(120)).unwrap();
+    assert_eq!(g.len(), 2, "one entry per router: {g:?}");
+    assert!((g[0].0 - 0.05).abs() < 1e-9 && g[0].1 == 0.0, "{g:?}");
+    // The second router's descriptors grew by half: the entry must say so.
+    assert!(g[1].0 == 0.0 && (g[1].1 - 0.5).abs() < 1e-9, "{g:?}");
+    assert!(
+        growth(&samples[..2], at(120)).is_none(),
+        "a short run is not judged"
+    );
 }
