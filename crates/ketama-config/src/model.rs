@@ -212,6 +212,11 @@ pub struct ServerSection {
     /// The longest wait between two reads of a request body. nginx's
     /// `client_body_timeout`.
     pub client_body_timeout_ms: u64,
+    /// The longest wait for a client to take response bytes: past it with
+    /// no byte taken, an HTTP/1 connection is closed and an HTTP/2 stream
+    /// reset; the clock restarts whenever the client takes bytes. nginx's
+    /// `send_timeout`.
+    pub send_timeout_ms: u64,
     /// Client connections open at once; past it new ones are closed at
     /// accept. `None`: derived from the file limit, leaving a reserve for
     /// upstream connections, health checks and the admin API.
@@ -271,6 +276,7 @@ impl Default for ServerSection {
             client_header_timeout_ms: 60_000,
             keepalive_timeout_ms: 75_000,
             client_body_timeout_ms: 60_000,
+            send_timeout_ms: 60_000,
             max_connections: None,
             connect_timeout_ms: 1_000,
             read_timeout_ms: 60_000,

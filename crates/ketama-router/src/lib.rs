@@ -56,6 +56,7 @@ pub mod health;
 pub mod memory;
 pub mod metrics;
 pub mod origin;
+pub mod policy;
 pub mod proxy;
 pub mod reload;
 pub mod reqline;

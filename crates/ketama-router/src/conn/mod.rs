@@ -131,6 +131,16 @@ pub fn take_sent() -> Option<crate::reqline::Sent> {
     HEAD_CLOCK.try_with(|c| c.take_sent()).ok().flatten()
 }
 
+/// Whether a downstream failure was the client taking no response byte
+/// for `send_timeout_ms` on HTTP/1 (the stream's own write error).
+pub fn is_send_timeout(e: &pingora::Error) -> bool {
+    let root = e.root_cause();
+    root.downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+        .is_some_and(|inner| inner.is::<timed::SendTimedOut>())
+        || root.is::<timed::SendTimedOut>()
+}
+
 /// When the request being served began (its head's first byte; the
 /// accept for a connection's first request), on HTTP/1. `None` on
 /// HTTP/2, whose streams Pingora serves as tasks of their own.
@@ -238,6 +248,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
             header_timeout: Duration::from_millis(server.client_header_timeout_ms),
             keepalive_timeout: Duration::from_millis(server.keepalive_timeout_ms),
             max_head: server.max_header_bytes,
+            send_timeout: Duration::from_millis(server.send_timeout_ms),
         };
         let pipelining = server.pipelining;
         let max = server

@@ -228,6 +228,7 @@ pub struct Metrics {
     lookups: [Counter; 3],
     reloads: [Counter; 2],
     client_errors: Family<Labels, Counter>,
+    upstream_errors: Family<Labels, Counter>,
     resolutions: Family<Labels, Counter>,
     control_rejected: Counter,
     tls_failures: [Counter; 4],
@@ -243,6 +244,12 @@ impl Default for Metrics {
             "ketama_client_errors",
             "Requests that failed on the client's side (bad framing, disconnect, timeout), by reason; no backend is blamed",
             client_errors.clone(),
+        );
+        let upstream_errors = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_upstream_errors",
+            "Exchanges with a backend broken after its response head arrived (the backend is not blamed: a client that stops reading stalls the backend too), by reason",
+            upstream_errors.clone(),
         );
         let lookup_family = Family::<Labels, Counter>::default();
         registry.register(
@@ -288,6 +295,7 @@ impl Default for Metrics {
             lookups,
             reloads,
             client_errors,
+            upstream_errors,
             resolutions,
             control_rejected,
         }
@@ -336,6 +344,14 @@ impl Metrics {
     /// Counts a request that failed on the client's side.
     pub fn client_error(&self, reason: &'static str) {
         self.client_errors
+            .get_or_create(&vec![("reason", reason.to_string())])
+            .inc();
+    }
+
+    /// Counts an exchange with a backend broken after its response head
+    /// arrived (see [`crate::policy`]).
+    pub fn upstream_error(&self, reason: &'static str) {
+        self.upstream_errors
             .get_or_create(&vec![("reason", reason.to_string())])
             .inc();
     }

@@ -4,11 +4,13 @@
 //! in its failover order, the next one on connect failure, a 502 when none
 //! is left.
 //!
-//! Whose fault a failure was decides what is counted: a backend's
-//! counters get the statuses it answered and its own failures (connect,
-//! timeout, broken response); a client's bad framing, disconnect or
-//! timeout goes to `ketama_client_errors_total{reason}` and never to a
-//! backend.
+//! Whose fault a failure was decides what is counted ([`crate::policy`]):
+//! a backend's counters get the statuses it answered and its own failures
+//! (connect, timeout, broken response before its head); a client's bad
+//! framing, disconnect or timeout goes to
+//! `ketama_client_errors_total{reason}`, and an exchange broken after the
+//! backend's head to `ketama_upstream_errors_total{reason}`, never to the
+//! backend's health.
 
 use std::cell::RefCell;
 use std::sync::Arc;
@@ -21,12 +23,13 @@ use ketama::Route;
 use pingora::http::{RequestHeader, ResponseHeader};
 use pingora::prelude::*;
 use pingora::proxy::{FailToProxy, ProxyHttp, Session};
-use pingora::{Error, ErrorSource, ErrorType, RetryType};
+use pingora::{Error, ErrorSource, ErrorType};
 
 use crate::access_log::AccessLog;
 use crate::metrics::Metrics;
 use crate::state::{RoutingState, StateReader};
 
+mod failure;
 mod log;
 mod route;
 
@@ -235,6 +238,14 @@ impl ProxyHttp for Router {
         if has_body {
             session.set_read_timeout(Some(Duration::from_millis(server.client_body_timeout_ms)));
         }
+        // `send_timeout_ms` on an HTTP/2 stream: Pingora's write timeout
+        // bounds each wait for the client's flow-control window, so it
+        // restarts whenever the client takes bytes; past it the stream is
+        // reset and the connection goes on. (HTTP/1's is the connection's
+        // stream wrapper's: Pingora's would bound a whole write.)
+        if session.as_downstream().is_http2() {
+            session.set_write_timeout(Some(Duration::from_millis(server.send_timeout_ms)));
+        }
         // The request keeps the state it started with, whatever reloads do.
         ctx.state = Some(state);
         Ok(())
@@ -322,17 +333,9 @@ impl ProxyHttp for Router {
         _session: &mut Session,
         _peer: &HttpPeer,
         ctx: &mut Ctx,
-        mut e: Box<Error>,
+        e: Box<Error>,
     ) -> Box<Error> {
-        let retries = ctx
-            .state
-            .as_ref()
-            .map_or(0, |s| s.validated.config.server.retries);
-        self.backend_failed(ctx, &e);
-        if ctx.attempts() <= retries {
-            e.set_retry(true);
-        }
-        e
+        self.connect_failed(ctx, e)
     }
 
     fn error_while_proxy(
@@ -343,30 +346,10 @@ impl ProxyHttp for Router {
         ctx: &mut Ctx,
         client_reused: bool,
     ) -> Box<Error> {
-        if *e.esource() == ErrorSource::Upstream {
-            self.attempt_ended(ctx);
-            self.backend_failed(ctx, &e);
-        }
-        let mut e = e.more_context(format!("Peer: {peer}"));
-        // Pingora's own rule: retry only what can be sent again.
-        if !session.req_header().method.is_idempotent() || session.as_ref().retry_buffer_truncated()
-        {
-            e.set_retry(false);
-        } else if matches!(e.retry, RetryType::ReusedOnly) && !client_reused {
-            // The connection closed or reset before a byte of the response
-            // head: on a fresh connection too, the next backend, as nginx's
-            // `proxy_next_upstream error` does (a backend that dies with
-            // connections in its accept queue resets them just so), within
-            // `retries` like a connect failure.
-            let retries = ctx
-                .state
-                .as_ref()
-                .map_or(0, |s| s.validated.config.server.retries);
-            e.set_retry(ctx.attempts() <= retries);
-        } else {
-            e.retry.decide_reuse(client_reused);
-        }
-        e
+        let e = e.more_context(format!("Peer: {peer}"));
+        let idempotent = session.req_header().method.is_idempotent();
+        let replayable = !session.as_ref().retry_buffer_truncated();
+        self.exchange_failed(ctx, e, idempotent, replayable, client_reused)
     }
 
     fn suppress_error_log(&self, _session: &Session, _ctx: &Ctx, _error: &Error) -> bool {
@@ -396,8 +379,18 @@ impl ProxyHttp for Router {
             (HTTPStatus(c), _) => *c,
             (ConnectTimedout | ReadTimedout | WriteTimedout, ErrorSource::Upstream) => 504,
             (_, ErrorSource::Upstream) => 502,
+            (WriteTimedout, ErrorSource::Downstream) => {
+                // `send_timeout_ms` on HTTP/2 (the stream is reset).
+                self.metrics.client_error("send_timeout");
+                0
+            }
             (ReadError | WriteError | ConnectionClosed, ErrorSource::Downstream) => {
-                self.metrics.client_error("client_disconnect");
+                let reason = if crate::conn::is_send_timeout(e) {
+                    "send_timeout"
+                } else {
+                    "client_disconnect"
+                };
+                self.metrics.client_error(reason);
                 0 // nobody is left to answer
             }
             (ReadTimedout, ErrorSource::Downstream) => {
@@ -488,28 +481,6 @@ impl Router {
             }
         }
         session.write_error_response(resp, Bytes::from(body)).await
-    }
-
-    /// A backend failed an attempt (connect error or timeout, broken
-    /// response): passive health, and a log line unless one was written
-    /// for it in the last few seconds.
-    fn backend_failed(&self, ctx: &Ctx, e: &Error) {
-        let (Some(state), Some(n)) = (&ctx.state, ctx.backend) else {
-            return;
-        };
-        let b = &state.backends[n];
-        let out = b
-            .health
-            .record_failure(b.limits.max_fails, b.limits.fail_timeout);
-        if let Some(unlogged) = b.health.should_log() {
-            tracing::warn!(
-                backend = b.server.as_str(),
-                error = %e,
-                unlogged_since_last = unlogged,
-                out_of_rotation_ms = if out { b.limits.fail_timeout.as_millis() as u64 } else { 0 },
-                "backend failed"
-            );
-        }
     }
 }
 

@@ -35,6 +35,8 @@ use crate::reqline::Sent;
 mod line;
 mod passthrough;
 
+pub use passthrough::SendTimedOut;
+
 /// The limits of one connection.
 #[derive(Clone, Copy, Debug)]
 pub(super) struct Limits {
@@ -44,6 +46,8 @@ pub(super) struct Limits {
     pub keepalive_timeout: Duration,
     /// The largest request head, in bytes.
     pub max_head: usize,
+    /// The longest wait for the client to take response bytes.
+    pub send_timeout: Duration,
 }
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
@@ -229,6 +233,10 @@ pub struct Timed {
     h2: Option<H2Scan>,
     /// The protocol chosen by the preface on a plain connection.
     alpn: Option<ALPN>,
+    /// `send_timeout`: when the write the client is not taking started
+    /// waiting, and its timer (made on the first such wait).
+    send: Option<passthrough::SendWait>,
+    send_waiting: bool,
 }
 
 impl std::fmt::Debug for Timed {
@@ -253,6 +261,8 @@ impl Timed {
             line: 0,
             h2: None,
             alpn: None,
+            send: None,
+            send_waiting: false,
         }
     }
 
