@@ -34,9 +34,11 @@ use crate::metrics::Metrics;
 use crate::state::{Files, RoutingState, StateReader};
 
 mod history;
+mod rollout;
 
 pub use history::Applied;
 use history::History;
+pub use rollout::{Refused, RolloutInForce, RolloutOrigin, Trigger};
 
 /// What the cell builds every state with, and tells about each new one:
 /// the health registry and the counters (kept across states), and the
@@ -97,116 +99,6 @@ impl Shared {
 /// The last good records of every discovery source, by source id.
 pub type Records = BTreeMap<String, Vec<Record>>;
 
-/// What asks for a new routing state.
-#[derive(Debug)]
-pub enum Trigger {
-    /// SIGHUP or `POST /reload`: read the config source again.
-    Reload,
-    /// `PUT /rollout`: the operator's rollout, at once.
-    AdminRollout(Rollout),
-    /// The discovery sources' records changed.
-    Discovered(Records),
-    /// etcd's shared routing config changed: its text, and how errors
-    /// name it.
-    EtcdConfig {
-        /// The value as written.
-        text: String,
-        /// `etcd /prefix/config@REV`.
-        name: String,
-    },
-    /// etcd's rollout was written (`Some`) or deleted (`None`).
-    EtcdRollout(Option<Rollout>),
-}
-
-impl Trigger {
-    /// The trigger's name, for logs.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Trigger::Reload => "reload",
-            Trigger::AdminRollout(_) => "admin rollout",
-            Trigger::Discovered(_) => "discovery",
-            Trigger::EtcdConfig { .. } => "etcd config",
-            Trigger::EtcdRollout(_) => "etcd rollout",
-        }
-    }
-}
-
-/// Where the rollout in force came from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RolloutOrigin {
-    /// The config's `[migration]` (`global_bp`, `scopes`).
-    Config,
-    /// An operator's `PUT /rollout`.
-    Admin,
-    /// etcd's `PREFIX/rollout`.
-    Etcd,
-}
-
-impl RolloutOrigin {
-    /// The name `/status` shows.
-    pub fn name(self) -> &'static str {
-        match self {
-            RolloutOrigin::Config => "config",
-            RolloutOrigin::Admin => "admin",
-            RolloutOrigin::Etcd => "etcd",
-        }
-    }
-}
-
-/// The rollout in force: the config's, or one set over it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RolloutInForce {
-    /// Set over the config's (`None`: the config's own applies).
-    pub rollout: Option<Rollout>,
-    /// Where it came from.
-    pub origin: RolloutOrigin,
-}
-
-impl RolloutInForce {
-    /// The config's own.
-    pub const CONFIG: RolloutInForce = RolloutInForce {
-        rollout: None,
-        origin: RolloutOrigin::Config,
-    };
-
-    /// The precedence rule: what is in force after `trigger`, given what
-    /// was before. `controlled` says the router has `[control]` (its
-    /// rollout is etcd's). `Err` names why the trigger is refused.
-    pub fn after(&self, trigger: &Trigger, controlled: bool) -> Result<RolloutInForce, Refused> {
-        Ok(match trigger {
-            Trigger::Reload => match self.origin {
-                RolloutOrigin::Etcd => self.clone(),
-                RolloutOrigin::Admin | RolloutOrigin::Config => Self::CONFIG,
-            },
-            Trigger::AdminRollout(_) if controlled => return Err(Refused::RolloutFromEtcd),
-            Trigger::AdminRollout(r) => RolloutInForce {
-                rollout: Some(r.clone()),
-                origin: RolloutOrigin::Admin,
-            },
-            Trigger::Discovered(_) | Trigger::EtcdConfig { .. } => self.clone(),
-            Trigger::EtcdRollout(Some(r)) => RolloutInForce {
-                rollout: Some(r.clone()),
-                origin: RolloutOrigin::Etcd,
-            },
-            Trigger::EtcdRollout(None) => Self::CONFIG,
-        })
-    }
-}
-
-/// Why a change was refused; the running state keeps serving.
-#[derive(Debug, thiserror::Error)]
-pub enum Refused {
-    /// `PUT /rollout` on a router whose rollout comes from etcd.
-    #[error("this router's rollout comes from etcd: write it there with `ketama fleet rollout`")]
-    RolloutFromEtcd,
-    /// A rollout for a config without `[migration]`.
-    #[error("no migration in the running config: add [migration] to the config first")]
-    NoMigration,
-    /// The config (read, combined with etcd's, or built) is invalid.
-    #[error(transparent)]
-    Config(#[from] anyhow::Error),
-}
-
 /// What a replace changed.
 #[derive(Debug, Default)]
 pub struct Change {
@@ -215,7 +107,15 @@ pub struct Change {
     /// The share of the keyspace whose backend moved (discovery changes
     /// only, on the first ring).
     pub moved_share: Option<f64>,
+    /// Whether rings were built large enough that the allocator is worth
+    /// purging afterwards (see [`LARGE_BUILD_POINTS`]).
+    pub large: bool,
 }
+
+/// Points (all rings of a state together) from which a build's scratch
+/// (16 bytes a point at the peak of its sort) is returned to the system
+/// at once after the change, rather than by the allocator's own decay.
+pub const LARGE_BUILD_POINTS: usize = 1 << 20;
 
 /// The inputs the routing state is built from.
 #[derive(Debug)]
@@ -230,6 +130,20 @@ struct Inputs {
     /// The restart-only settings the process started with.
     fixed: Vec<(&'static str, String)>,
     restart_needed: Vec<&'static str>,
+    /// The last reloads and etcd config changes.
+    history: History,
+}
+
+impl Inputs {
+    /// What readers are shown of these inputs.
+    fn published(&self) -> Published {
+        Published {
+            rollout: self.rollout.clone(),
+            restart_needed: self.restart_needed.clone(),
+            has_shared: self.shared.is_some(),
+            history: self.history.newest_first(),
+        }
+    }
 }
 
 /// The settings a reload cannot change (the listeners and runtimes are
@@ -283,17 +197,38 @@ pub fn discovered(records: &Records, v: &Validated) -> Vec<Discovered> {
         .collect()
 }
 
+/// What the admin API reads of the cell besides the routing state,
+/// published whole with every change (`ArcSwap`), so a reader never waits
+/// for a writer: `/status` during a 250 ms ring build answers as fast as
+/// without one.
+#[derive(Clone, Debug)]
+pub struct Published {
+    /// The rollout in force and where it came from.
+    pub rollout: RolloutInForce,
+    /// Keys that changed in the config but need a restart to apply,
+    /// since the last reload.
+    pub restart_needed: Vec<&'static str>,
+    /// Whether an etcd routing config is applied (else the router's own
+    /// file routes).
+    pub has_shared: bool,
+    /// The last reloads and etcd config changes, applied or refused,
+    /// newest first.
+    pub history: Vec<Applied>,
+}
+
 /// The routing state and everything it is built from; see the module
 /// docs.
 #[derive(Debug)]
 pub struct RoutingCell {
     state: Arc<ArcSwap<RoutingState>>,
+    /// The writers' side: every change holds it from start to end.
     inputs: Mutex<Inputs>,
+    /// The readers' side, stored by the writers.
+    published: ArcSwap<Published>,
     controlled: bool,
     health: Arc<HealthRegistry>,
     metrics: Arc<Metrics>,
     access_log: AccessLog,
-    history: Mutex<History>,
     stored: tokio::sync::Notify,
 }
 
@@ -330,6 +265,7 @@ impl RoutingCell {
             records,
             rollout,
             restart_needed: Vec::new(),
+            history: History::default(),
         };
         let v = effective(&inputs.local, inputs.shared.as_ref())?;
         let state = build(
@@ -344,12 +280,12 @@ impl RoutingCell {
         access_log.configure(state.validated.config.access_log.as_ref());
         Ok(RoutingCell {
             state: Arc::new(ArcSwap::from_pointee(state)),
+            published: ArcSwap::from_pointee(inputs.published()),
             inputs: Mutex::new(inputs),
             controlled,
             health,
             metrics,
             access_log,
-            history: Mutex::default(),
             stored: tokio::sync::Notify::new(),
         })
     }
@@ -370,29 +306,41 @@ impl RoutingCell {
         self.state.load_full()
     }
 
+    /// What the admin API shows besides the state (a reference count; no
+    /// lock, never waits for a change in progress).
+    pub fn published(&self) -> Arc<Published> {
+        self.published.load_full()
+    }
+
     /// The rollout in force and where it came from.
     pub fn rollout_in_force(&self) -> RolloutInForce {
-        self.lock().rollout.clone()
+        self.published().rollout.clone()
     }
 
     /// The keys that changed in the config but need a restart to apply,
     /// since the last reload.
     pub fn restart_needed(&self) -> Vec<&'static str> {
-        self.lock().restart_needed.clone()
+        self.published().restart_needed.clone()
     }
 
     /// Whether an etcd routing config is applied (else the router's own
     /// file routes).
     pub fn has_shared(&self) -> bool {
-        self.lock().shared.is_some()
+        self.published().has_shared
+    }
+
+    /// The last reloads and etcd config changes, applied or refused,
+    /// newest first.
+    pub fn history(&self) -> Vec<Applied> {
+        self.published().history.clone()
     }
 
     /// Whether `PUT /rollout` may set a rollout now: refused with
     /// `[control]` (the rule of [`RolloutInForce::after`]) or without a
-    /// migration.
+    /// migration. Reads what is published: no lock.
     pub fn admits_admin_rollout(&self) -> Result<(), Refused> {
         let probe = Trigger::AdminRollout(Rollout::default());
-        self.lock().rollout.after(&probe, self.controlled)?;
+        self.published().rollout.after(&probe, self.controlled)?;
         match self.state().plan.table.migration() {
             Some(_) => Ok(()),
             None => Err(Refused::NoMigration),
@@ -411,41 +359,36 @@ impl RoutingCell {
     /// builds from the inputs as the previous one left them, so none is
     /// lost. On error nothing changes and the running state serves on.
     /// Reloads and etcd config changes are counted in
-    /// `ketama_reloads_total` and logged here.
+    /// `ketama_reloads_total` and kept in the history. What readers see is
+    /// published before the writers' lock is let go; the allocator's free
+    /// pages go back to the system after it, and only after a large build.
     pub fn replace(&self, trigger: Trigger) -> Result<Change, Refused> {
         let counted = matches!(trigger, Trigger::Reload | Trigger::EtcdConfig { .. });
         let name = trigger.name();
-        let result = self.replace_locked(trigger);
+        let mut inputs = self.lock();
+        let result = self.replace_locked(&mut inputs, trigger);
         if counted {
             self.metrics.reloaded(result.is_ok());
             let (error, restart_needed) = match &result {
                 Ok(c) => (None, c.restart_needed.clone()),
                 Err(e) => (Some(format!("{e:#}")), Vec::new()),
             };
-            self.history
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(Applied {
-                    at: std::time::SystemTime::now(),
-                    trigger: name,
-                    error,
-                    restart_needed,
-                });
+            inputs.history.push(Applied {
+                at: std::time::SystemTime::now(),
+                trigger: name,
+                error,
+                restart_needed,
+            });
+        }
+        self.published.store(Arc::new(inputs.published()));
+        drop(inputs);
+        if result.as_ref().is_ok_and(|c| c.large) {
+            crate::memory::return_free_memory();
         }
         result
     }
 
-    /// The last reloads and etcd config changes, applied or refused,
-    /// newest first.
-    pub fn history(&self) -> Vec<Applied> {
-        self.history
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .newest_first()
-    }
-
-    fn replace_locked(&self, trigger: Trigger) -> Result<Change, Refused> {
-        let mut inputs = self.lock();
+    fn replace_locked(&self, inputs: &mut Inputs, trigger: Trigger) -> Result<Change, Refused> {
         let rollout = inputs.rollout.after(&trigger, self.controlled)?;
         let mut change = Change::default();
         match trigger {
@@ -486,7 +429,7 @@ impl RoutingCell {
                 inputs.local = local;
                 inputs.restart_needed = change.restart_needed.clone();
                 inputs.rollout = rollout;
-                self.store(state);
+                change.large = self.store(state);
             }
             Trigger::Discovered(records) => {
                 let old = self.state();
@@ -513,7 +456,7 @@ impl RoutingCell {
                 let (a, b) = (old.plan.table.ring(first), state.plan.table.ring(first));
                 change.moved_share = ketama::analysis::diff(a, b).ok().map(|d| d.moved);
                 drop(old);
-                self.store(state);
+                change.large = self.store(state);
             }
             Trigger::EtcdConfig { text, name } => {
                 let shared = Shared::parse(&text, &name).map_err(anyhow::Error::from)?;
@@ -529,7 +472,7 @@ impl RoutingCell {
                 )?;
                 drop(old);
                 inputs.shared = Some(shared);
-                self.store(state);
+                change.large = self.store(state);
             }
             Trigger::EtcdRollout(None) => {
                 let old = self.state();
@@ -544,21 +487,27 @@ impl RoutingCell {
                 )?;
                 drop(old);
                 inputs.rollout = rollout;
-                self.store(state);
+                change.large = self.store(state);
             }
         }
         Ok(change)
     }
 
     /// Swaps the new state in; requests in flight keep the one they
-    /// started with. The old state goes when its last request ends, and
-    /// the allocator's free pages go back to the system now.
-    fn store(&self, state: RoutingState) {
+    /// started with, and the old state goes when its last request ends.
+    /// Returns whether its rings are large (see [`LARGE_BUILD_POINTS`]).
+    fn store(&self, state: RoutingState) -> bool {
         self.access_log
             .configure(state.validated.config.access_log.as_ref());
+        let table = &state.plan.table;
+        let points: usize = table
+            .versions()
+            .iter()
+            .map(|&v| table.ring(v).point_count())
+            .sum();
         drop(self.state.swap(Arc::new(state)));
-        crate::memory::return_free_memory();
         self.stored.notify_waiters();
+        points >= LARGE_BUILD_POINTS
     }
 }
 

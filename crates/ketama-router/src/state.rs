@@ -130,6 +130,11 @@ pub struct RoutingState {
 }
 
 impl RoutingState {
+    /// Whether [`RoutingState::keyspace_shares`] is computed already.
+    pub fn keyspace_shares_ready(&self) -> bool {
+        self.shares.get().is_some()
+    }
+
     /// Keys of the 2^32 keyspace each backend serves on each ring, in
     /// [`RouteTable::versions`](ketama::RouteTable::versions) order
     /// (`ketama::analysis::keyspace`: `O(points)` once per state, then a

@@ -69,6 +69,7 @@ pub fn status(admin: &Admin) -> Value {
 /// The `GET /status` document of `state`, with or without its backends
 /// (the admin page takes them as columns).
 pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Value {
+    let published = admin.cell.published();
     let plan = &state.plan;
     let total_weight = state.serving_weight(None, Version::Only);
     let backends: Vec<Value> = state
@@ -123,7 +124,7 @@ pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Va
                     "scopes": r.scopes(),
                     "scope": plan.scope,
                     "in_force_bp": r.bp_for(plan.scope.as_deref()),
-                    "origin": admin.cell.rollout_in_force().origin.name(),
+                    "origin": published.rollout.origin.name(),
                     "lookups": {"old": m.lookups(Version::Old), "new": m.lookups(Version::New)},
                 }),
             )
@@ -141,7 +142,7 @@ pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Va
         "lookups_only": m.lookups(Version::Only),
         "build_ms": plan.build_ms,
         "reloads": {"ok": ok, "rejected": rejected},
-        "history": admin.cell.history().iter().map(|a| json!({
+        "history": published.history.iter().map(|a| json!({
             "at": crate::clock::utc(a.at),
             "trigger": a.trigger,
             "ok": a.error.is_none(),
@@ -153,7 +154,7 @@ pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Va
             "written": admin.access_log.written(),
             "dropped": admin.access_log.dropped(),
         })),
-        "restart_needed": admin.cell.restart_needed(),
+        "restart_needed": published.restart_needed,
         "discovery": admin.discovery.status(&state.validated),
         "balance": state.balance.as_ref().map(|b| json!({
             "factor": b.factor.percent(),
@@ -217,6 +218,21 @@ fn snapshot<'a>(admin: &Admin, state: &'a crate::state::RoutingState) -> Snapsho
 }
 
 impl Admin {
+    /// `PUT /rollout`'s change, off the runtime's threads: it waits for
+    /// any change in progress (a reload's ring build), and the admin
+    /// runtime's threads keep answering meanwhile.
+    async fn set_rollout(&self, body: Vec<u8>) -> Result<crate::cell::Change, Refused> {
+        let cell = self.cell.clone();
+        tokio::task::spawn_blocking(move || {
+            // Refused before the body is judged, as the rule says.
+            cell.admits_admin_rollout()?;
+            let r = parse_rollout(&body).map_err(|e| Refused::Config(e.into()))?;
+            cell.replace(Trigger::AdminRollout(r))
+        })
+        .await
+        .unwrap_or_else(|e| Err(Refused::Config(anyhow::anyhow!("rollout failed: {e}"))))
+    }
+
     /// A reload, off the runtime's threads (the ring build is CPU work).
     async fn reload(&self) -> Result<Vec<&'static str>, Refused> {
         let cell = self.cell.clone();
@@ -254,7 +270,20 @@ impl ServeHttp for Admin {
         let path = session.req_header().uri.path().to_string();
         match (method.as_str(), path.as_str()) {
             ("GET", "/status") => json_response(200, status(self)),
-            ("GET", "/ui/data") => response(200, "application/json", ui::data(self)),
+            ("GET", "/ui/data") => {
+                let state = self.cell.state();
+                if !state.keyspace_shares_ready() {
+                    // A new state's shares are a pass over its points
+                    // (half a second at 32 million): off the admin
+                    // runtime, so /status and /metrics answer meanwhile.
+                    let s = state.clone();
+                    let _ = tokio::task::spawn_blocking(move || {
+                        s.keyspace_shares();
+                    })
+                    .await;
+                }
+                response(200, "application/json", ui::data(self, &state))
+            }
             ("GET", "/metrics") => {
                 let wants_om = session
                     .get_header("accept")
@@ -288,15 +317,7 @@ impl ServeHttp for Admin {
                         }
                     }
                 }
-                // Refused before the body is judged, as the rule says.
-                let result =
-                    self.cell
-                        .admits_admin_rollout()
-                        .and_then(|()| match parse_rollout(&body) {
-                            Ok(r) => self.cell.replace(Trigger::AdminRollout(r)),
-                            Err(e) => Err(Refused::Config(e.into())),
-                        });
-                match result {
+                match self.set_rollout(body).await {
                     Ok(_) => json_response(200, status(self)["rollout"].clone()),
                     Err(Refused::RolloutFromEtcd) => {
                         let (key, rev) = self.control.as_ref().map_or((String::new(), 0), |c| {

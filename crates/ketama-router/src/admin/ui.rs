@@ -103,13 +103,13 @@ impl LatencyWindow {
     }
 }
 
-/// The `GET /ui/data` document.
-pub fn data(admin: &Admin) -> String {
-    let state = admin.cell.state();
+/// The `GET /ui/data` document of `state` (its keyspace shares computed
+/// here if they were not yet: `O(points)` once per state).
+pub fn data(admin: &Admin, state: &Arc<RoutingState>) -> String {
     let plan = &state.plan;
     let versions = plan.table.versions();
     let shares = state.keyspace_shares();
-    let (latency, window_s) = admin.latency.deltas(&state);
+    let (latency, window_s) = admin.latency.deltas(state);
     let n = state.backends.len();
     let mut c = Columns {
         server: Vec::with_capacity(n),
@@ -169,7 +169,7 @@ pub fn data(admin: &Admin) -> String {
         "now_ms": crate::health::now_ms(),
         "rings": versions.iter().map(|v| v.name()).collect::<Vec<_>>(),
         "window_s": window_s,
-        "status": super::status_of(admin, &state, false),
+        "status": super::status_of(admin, state, false),
     });
     // The columns are written by serde directly (no Value per cell).
     let mut out = doc.to_string();
