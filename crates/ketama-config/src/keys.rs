@@ -43,7 +43,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("server", "trace_sample", "0.0", "share of requests whose selection is logged (key hash, ring, backend, attempts, status)"),
     k("server", "grace_period_seconds", "1", "how long a graceful stop waits for requests in flight (restart to change)"),
     k("server", "upstream_keepalive_pool_size", "128", "idle upstream connections kept per process (restart to change)"),
-    k("server", "upgrade_sock", "-", "the Unix socket a graceful upgrade hands the listeners over (default: one in the temporary directory named after the first listener)"),
+    k("server", "upgrade_sock", "-", "the Unix socket a graceful upgrade hands the listeners over, in a directory closed to other users (default: upgrade.sock in systemd's RUNTIME_DIRECTORY; else none, and --upgrade is refused)"),
     k("server", "max_header_bytes", "32768", "largest request head; over it: 431 (1024 to 1048576)"),
     k("server", "client_header_timeout_ms", "60000", "the whole request head must arrive within it; else 408"),
     k("server", "keepalive_timeout_ms", "75000", "an idle kept-alive client connection is closed after it"),

@@ -254,8 +254,9 @@ pub struct ServerSection {
     /// `proxy_buffer_size` and `client_body_buffer_size` in one.
     pub body_buffer_bytes: usize,
     /// The Unix socket a graceful upgrade hands the listeners over
-    /// (`ketama-router --upgrade`). `None`: beside the system's temporary
-    /// directory, named after the first listen address.
+    /// (`ketama-router --upgrade`), in a directory closed to other users.
+    /// `None`: `upgrade.sock` in systemd's `$RUNTIME_DIRECTORY`, else no
+    /// upgrade socket (`--upgrade` is refused).
     pub upgrade_sock: Option<String>,
 }
 

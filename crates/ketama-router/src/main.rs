@@ -78,24 +78,6 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // Pingora panics in its listener thread when an address cannot be
-    // bound; the process must then end with a clear message, not linger.
-    let default_hook = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        let msg = info
-            .payload()
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| info.payload().downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if msg.contains("Failed to build listeners") {
-            eprintln!(
-                "ketama-router: error: cannot listen: {msg}: free the address or change the config"
-            );
-            std::process::exit(1);
-        }
-        default_hook(info);
-    }));
     // Pingora logs every failed or retried request itself; the router logs
     // failures per backend, rate-limited, instead. RUST_LOG can still turn
     // Pingora's on by naming pingora_proxy.
@@ -127,6 +109,20 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
             if args.check {
                 for w in &v.warnings {
                     eprintln!("ketama-router: warning: {w}");
+                }
+                match ketama_router::upgrade::resolve_here(&v) {
+                    Some(p) => {
+                        if ketama_router::upgrade::check(&p)?
+                            == ketama_router::upgrade::Found::NoDirectory
+                        {
+                            eprintln!(
+                                "ketama-router: warning: server.upgrade_sock {p:?}: its directory does not exist yet: an upgrade is refused until it does (mode 0700, the router's user)"
+                            );
+                        }
+                    }
+                    None => eprintln!(
+                        "ketama-router: warning: no graceful upgrade socket: set [server] upgrade_sock (or run under systemd with RuntimeDirectory=); without it --upgrade is refused and SIGQUIT stops without handing the listeners over"
+                    ),
                 }
                 let (certificates, expiring) = ketama_router::tls::check_files(&v)?;
                 for w in &expiring {

@@ -18,7 +18,6 @@ use pingora::protocols::http::v2::server::H2Options;
 use pingora::server::configuration::{Opt, ServerConf};
 use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
 use pingora::services::background::background_service;
-use pingora::services::listening::Service;
 
 use crate::access_log::{AccessLog, Reopener};
 use crate::admin::Admin;
@@ -27,6 +26,7 @@ use crate::checker::HealthChecker;
 use crate::conn::Guarded;
 use crate::discovery::DiscoveryState;
 use crate::health::HealthRegistry;
+use crate::listen::Listening;
 use crate::metrics::Metrics;
 use crate::proxy::Router;
 use crate::reload::SighupReloader;
@@ -74,36 +74,6 @@ pub fn default_max_connections(file_limit: u64, upstream_pool: usize) -> usize {
     (file_limit.saturating_sub(RESERVED_FDS + upstream_pool as u64) / 2).max(1) as usize
 }
 
-/// Binds each address the way Pingora will (SO_REUSEADDR) and lets it go,
-/// so that an address in use is a clear start-up error naming the key, not
-/// a panic inside Pingora's listener thread after 30 s of retries.
-fn probe(addrs: &[(String, SocketAddr)]) -> anyhow::Result<()> {
-    use socket2::{Domain, Socket, Type};
-    for (key, addr) in addrs {
-        let fail = |e: std::io::Error| {
-            anyhow::anyhow!(
-                "cannot listen on {addr} ({key}): {e}: stop what holds it or change {key}"
-            )
-        };
-        let s = Socket::new(Domain::for_address(*addr), Type::STREAM, None).map_err(fail)?;
-        s.set_reuse_address(true).map_err(fail)?;
-        s.bind(&(*addr).into()).map_err(fail)?;
-        s.listen(1).map_err(fail)?;
-    }
-    Ok(())
-}
-
-/// The Unix socket a graceful upgrade hands the listeners over.
-pub fn upgrade_sock(v: &Validated) -> String {
-    v.config.server.upgrade_sock.clone().unwrap_or_else(|| {
-        let first = v.listen[0].to_string().replace([':', '[', ']', '.'], "_");
-        std::env::temp_dir()
-            .join(format!("ketama-router-{first}.sock"))
-            .display()
-            .to_string()
-    })
-}
-
 /// Builds the Pingora server for a validated config read from `source`
 /// (which reloads read again); [`run`] serves until SIGINT/SIGTERM (then
 /// waits at most the configured grace period, 1 s by default, instead of
@@ -115,22 +85,48 @@ pub fn build(
     start: Start,
 ) -> anyhow::Result<(Server, Arc<RoutingCell>)> {
     let s = &v.config.server;
-    if !start.upgrade {
-        let mut addrs: Vec<(String, SocketAddr)> = v
-            .listen
-            .iter()
-            .enumerate()
-            .map(|(i, a)| (format!("server.listen[{i}]"), *a))
-            .chain(
-                v.tls_listen
-                    .iter()
-                    .enumerate()
-                    .map(|(i, a)| (format!("tls.listen[{i}]"), *a)),
-            )
-            .collect();
-        addrs.push(("admin.listen".into(), v.admin_listen));
-        probe(&addrs)?;
+    // The upgrade socket first: `--upgrade` without one (or with an unsafe
+    // one) is refused before anything is bound or waited for.
+    let upgrade_sock = crate::upgrade::resolve_here(&v);
+    match &upgrade_sock {
+        Some(p) if start.upgrade => crate::upgrade::check_for_upgrade(p)?,
+        Some(p) if crate::upgrade::check(p)? == crate::upgrade::Found::NoDirectory => {
+            tracing::warn!(path = %p.display(), "the graceful upgrade socket's directory does not exist yet: an upgrade is refused until it does (mode 0700, the router's user)");
+        }
+        Some(_) => {}
+        None if start.upgrade => return Err(crate::upgrade::UpgradeSockError::NoSocket.into()),
+        None => {}
     }
+    // Every listener, by its config key. A start binds them all now, so an
+    // address in use is an error naming its key before anything else
+    // happens; an upgrade takes them over from the old process instead.
+    let endpoint = |key: String, addr: SocketAddr| crate::listen::Endpoint { key, addr };
+    let proxy_endpoints: Vec<_> = v
+        .listen
+        .iter()
+        .enumerate()
+        .map(|(i, a)| endpoint(format!("server.listen[{i}]"), *a))
+        .collect();
+    let tls_endpoints: Vec<_> = v
+        .tls_listen
+        .iter()
+        .enumerate()
+        .map(|(i, a)| endpoint(format!("tls.listen[{i}]"), *a))
+        .collect();
+    let admin_endpoints = vec![endpoint("admin.listen".into(), v.admin_listen)];
+    let bound = if start.upgrade {
+        None
+    } else {
+        Some((
+            crate::listen::bind_all(&proxy_endpoints)?,
+            crate::listen::bind_all(&tls_endpoints)?,
+            crate::listen::bind_all(&admin_endpoints)?,
+        ))
+    };
+    let (proxy_bound, tls_bound, admin_bound) = match bound {
+        Some((p, t, a)) => (Some(p), Some(t), Some(a)),
+        None => (None, None, None),
+    };
     let file_limit = raise_file_limit();
     let default_max = default_max_connections(file_limit, s.upstream_keepalive_pool_size);
     // Before any session exists: every HTTP/1 body reader takes it when it is made.
@@ -147,19 +143,25 @@ pub fn build(
         grace_period_seconds: Some(s.grace_period_seconds),
         graceful_shutdown_timeout_seconds: Some(s.grace_period_seconds),
         upstream_keepalive_pool_size: s.upstream_keepalive_pool_size,
-        upgrade_sock: upgrade_sock(&v),
+        // Empty: no graceful upgrade (SIGQUIT stops gracefully instead).
+        upgrade_sock: upgrade_sock
+            .as_ref()
+            .map_or_else(String::new, |p| p.display().to_string()),
         ..ServerConf::default()
     };
     let opt = Opt {
         upgrade: start.upgrade,
         ..Opt::default()
     };
+    match &upgrade_sock {
+        Some(p) => tracing::info!(path = %p.display(), "graceful upgrade socket"),
+        None => tracing::info!(
+            "no graceful upgrade socket (neither server.upgrade_sock nor RUNTIME_DIRECTORY): SIGQUIT stops gracefully without handing the listeners over"
+        ),
+    }
     let mut server = Server::new_with_opt_and_conf(Some(opt), conf);
     server.bootstrap();
-    let listen = v.listen.clone();
-    let tls_listen = v.tls_listen.clone();
     let h2 = h2_settings(s);
-    let admin_listen = v.admin_listen;
     for w in &v.warnings {
         tracing::warn!("{w}");
     }
@@ -213,17 +215,20 @@ pub fn build(
     let mut proxy = pingora::proxy::http_proxy(&server.configuration, router);
     (proxy.server_options, proxy.h2_options) = h2;
     let guard = Guarded::new(proxy, default_max, cell.reader(), metrics.clone());
-    if !tls_listen.is_empty() {
-        let mut tls = Service::new("ketama tls".to_string(), guard.tls_twin());
-        for l in &tls_listen {
-            tls.add_listener(listener(l));
-        }
-        server.add_service(tls);
+    if !tls_endpoints.is_empty() {
+        server.add_service(Listening::new(
+            "ketama tls",
+            tls_endpoints,
+            tls_bound,
+            Arc::new(guard.tls_twin()),
+        ));
     }
-    let mut proxy = Service::new("ketama proxy".to_string(), guard);
-    for l in &listen {
-        proxy.add_listener(listener(l));
-    }
+    server.add_service(Listening::new(
+        "ketama proxy",
+        proxy_endpoints,
+        proxy_bound,
+        Arc::new(guard),
+    ));
     let admin = Admin {
         cell: cell.clone(),
         discovery: discovery.clone(),
@@ -232,10 +237,12 @@ pub fn build(
         access_log: access_log.clone(),
         latency: Default::default(),
     };
-    let mut admin = Service::new("ketama admin".to_string(), HttpServer::new_app(admin));
-    admin.add_tcp(&admin_listen.to_string());
-    server.add_service(proxy);
-    server.add_service(admin);
+    server.add_service(Listening::new(
+        "ketama admin",
+        admin_endpoints,
+        admin_bound,
+        Arc::new(HttpServer::new_app(admin)),
+    ));
     server.add_service(background_service(
         "health checks",
         HealthChecker {
@@ -329,8 +336,14 @@ fn discover_at_start(v: &Validated) -> anyhow::Result<DiscoveryState> {
 
 /// Pingora's own signal watch (SIGQUIT upgrade, SIGTERM graceful, SIGINT
 /// fast), which also tells the early handlers to stand down once it
-/// listens, so no signal falls between the two.
-struct Signals(Early);
+/// listens, so no signal falls between the two. Without an upgrade socket
+/// SIGQUIT is a graceful stop; with one, the listeners go only to a safe
+/// socket of this user's (or root's), else the router serves on.
+struct Signals {
+    early: Early,
+    /// The upgrade socket (`None`: SIGQUIT stops gracefully).
+    upgrade_sock: Option<std::path::PathBuf>,
+}
 
 #[async_trait]
 impl ShutdownSignalWatch for Signals {
@@ -344,28 +357,37 @@ impl ShutdownSignalWatch for Signals {
             tracing::error!("cannot listen for signals: stopping");
             return ShutdownSignal::FastShutdown;
         };
-        self.0.ready();
-        tokio::select! {
-            _ = quit.recv() => ShutdownSignal::GracefulUpgrade,
-            _ = term.recv() => ShutdownSignal::GracefulTerminate,
-            _ = int.recv() => ShutdownSignal::FastShutdown,
+        self.early.ready();
+        loop {
+            tokio::select! {
+                _ = quit.recv() => {
+                    let Some(path) = &self.upgrade_sock else {
+                        tracing::warn!("SIGQUIT without an upgrade socket: stopping gracefully, the listeners are not handed over");
+                        return ShutdownSignal::GracefulTerminate;
+                    };
+                    // Whoever made the socket receives the listeners: only
+                    // a safe one of this user's (or root's) gets them.
+                    match crate::upgrade::check_before_handover(path) {
+                        Ok(()) => return ShutdownSignal::GracefulUpgrade,
+                        Err(e) => tracing::error!("SIGQUIT: the listeners are not handed over, serving on: {e}"),
+                    }
+                }
+                _ = term.recv() => return ShutdownSignal::GracefulTerminate,
+                _ = int.recv() => return ShutdownSignal::FastShutdown,
+            }
         }
     }
 }
 
 /// Runs the server until it is told to stop, then exits the process.
 pub fn run(server: Server, early: Early) -> ! {
+    let sock = &server.configuration.upgrade_sock;
+    let upgrade_sock = (!sock.is_empty()).then(|| std::path::PathBuf::from(sock));
     server.run(RunArgs {
-        shutdown_signal: Box::new(Signals(early)),
+        shutdown_signal: Box::new(Signals {
+            early,
+            upgrade_sock,
+        }),
     });
     std::process::exit(0)
-}
-
-/// A client listener without Pingora's 64 KiB read buffer in front of
-/// each connection: the HTTP/1 session reads into its own buffer anyway,
-/// so the extra one only cost memory (up to 64 KiB per idle keep-alive
-/// connection) and a copy.
-fn listener(addr: &std::net::SocketAddr) -> pingora::listeners::ListenerConfig {
-    pingora::listeners::ListenerConfig::tcp(addr.to_string())
-        .l4_buffer(pingora::listeners::L4BufferSettings::default().read(0))
 }

@@ -143,7 +143,7 @@ fn every_request_is_one_json_line_with_every_field() {
 #[test]
 fn a_failover_logs_two_attempts_and_the_upstream_time_of_the_last() {
     let origin = Origin::start(0).unwrap();
-    let dead = free_addr(); // nothing listens: connects are refused
+    let (_held, dead) = refusing_addr(); // bound, not listening: connects are refused
     let (r, dir) = router(
         &[dead, origin.addr()],
         "path = \"DIR/a.log\"\nflush_ms = 20",
@@ -282,17 +282,17 @@ fn a_disk_that_cannot_keep_up_drops_and_counts_and_never_holds_a_request() {
 fn path_dash_writes_to_standard_output() {
     use std::io::BufRead;
     let origin = Origin::start(0).unwrap();
-    let (proxy, admin) = (free_addr(), free_addr());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
-    let text = config_with(&[origin.addr()], proxy, admin, "", "")
+    let text = config_with(&[origin.addr()], any_port(), any_port(), "", "")
         + "\n[access_log]\npath = \"-\"\nflush_ms = 20\n";
     std::fs::write(&path, text).unwrap();
+    let log = dir.path().join("router.log");
     let mut child = router_command()
         .args(["--config", path.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", test_log_filter())
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let stdout = child.stdout.take().unwrap();
@@ -305,11 +305,8 @@ fn path_dash_writes_to_standard_output() {
             let _ = tx.send(line);
         }
     });
-    let r = RouterProc {
-        child,
-        proxy,
-        admin,
-    };
+    let r = RouterProc::wait(child, &log);
+    let proxy = r.proxy;
     wait_for(Duration::from_secs(20), || {
         request(proxy, "GET", "/out", &[], "").is_ok()
     });

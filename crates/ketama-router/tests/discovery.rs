@@ -349,7 +349,7 @@ fn static_and_discovered_backends_unite_and_a_dead_source_does_not_stop_a_start(
     let log = std::fs::read_to_string(dir.path().join("router.log")).unwrap();
     assert!(log.contains("did not resolve at start"), "{log}");
     drop(r);
-    let (proxy, admin) = (free_addr(), free_addr());
+    let (proxy, admin) = (any_port(), any_port());
     let path = dir.path().join("alone.toml");
     std::fs::write(
         &path,
@@ -377,6 +377,7 @@ fn static_and_discovered_backends_unite_and_a_dead_source_does_not_stop_a_start(
     let log = dir.path().join("waiting.log");
     let mut child = router_command()
         .args(["--config", path.to_str().unwrap()])
+        .env("RUST_LOG", "info")
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
@@ -396,14 +397,7 @@ fn static_and_discovered_backends_unite_and_a_dead_source_does_not_stop_a_start(
     );
     let mut late = Dns::on(dead, 1);
     late.serve(&records);
-    wait_for(Duration::from_secs(20), || {
-        std::net::TcpStream::connect(proxy).is_ok()
-    });
-    let r = RouterProc {
-        child,
-        proxy,
-        admin,
-    };
+    let r = RouterProc::wait(child, &log);
     assert_eq!(status_backends(&r).len(), 4);
     drop(late);
 }
@@ -416,12 +410,12 @@ fn an_operators_rollout_survives_a_dns_change() {
         "[migration]\nring = { compat = \"nginx\", layout = \"compact\", point_multiple = 16 }\nglobal_bp = 0\n";
     // A router with a migration (the section goes before the discovery
     // source's).
-    let (proxy, admin) = (free_addr(), free_addr());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
-    let text = config_with(&[], proxy, admin, "", migration) + &discovery_config(dns.port, "");
+    let text =
+        config_with(&[], any_port(), any_port(), "", migration) + &discovery_config(dns.port, "");
     std::fs::write(&path, text).unwrap();
-    let r = start_router_with(&path, proxy, admin, &[], None);
+    let r = start_router(&path);
     assert_eq!(status_backends(&r).len(), 4);
     let put = admin_call(&r, "PUT", "/rollout", "{\"global_bp\": 5000}");
     assert_eq!(put.status, 200, "{}", put.body);

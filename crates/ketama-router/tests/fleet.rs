@@ -317,7 +317,6 @@ fn restarts_from_the_cache_while_etcd_is_down() {
             && std::fs::read_to_string(&cache).is_ok_and(|t| t.contains("2500"))
     });
     let FleetRouter { r, dir, path } = f;
-    let (proxy, admin) = (r.proxy, r.admin);
     drop(r);
     etcd.kill();
 
@@ -326,13 +325,7 @@ fn restarts_from_the_cache_while_etcd_is_down() {
         dir.path().join("cache.json").exists(),
         "no cache file written"
     );
-    let r = start_router_with(
-        &path,
-        proxy,
-        admin,
-        &[],
-        Some(&dir.path().join("again.log")),
-    );
+    let r = start_router_with(&path, &[], Some(&dir.path().join("again.log")));
     let c = control(&r);
     assert_eq!(c["source"], "cache file", "{c}");
     assert_eq!(c["config_revision"], rev);
@@ -360,8 +353,8 @@ fn restarts_from_the_cache_while_etcd_is_down() {
         &lonely,
         local_file(
             &[etcd.url()],
-            free_addr(),
-            free_addr(),
+            any_port(),
+            any_port(),
             "ams",
             &empty.path().join("none.json"),
         ),

@@ -41,7 +41,7 @@ fn shared(origins: &[Origin], weights: &[u32]) -> String {
 /// A router's own file: its ports, its scope, the cluster, and `[control]`
 /// defaults (lease 10 s, backoff 100 ms to 5 s).
 fn local(urls: &[String], n: usize, dir: &std::path::Path) -> (RouterProc, tempfile::TempDir) {
-    let (proxy, admin) = (free_addr(), free_addr());
+    let (proxy, admin) = (any_port(), any_port());
     let d = tempfile::tempdir_in(dir).unwrap();
     let path = d.path().join("router.toml");
     let text = format!(
@@ -50,7 +50,7 @@ fn local(urls: &[String], n: usize, dir: &std::path::Path) -> (RouterProc, tempf
         d.path().join("cache.json").display()
     );
     std::fs::write(&path, text).unwrap();
-    (start_router_with(&path, proxy, admin, &[], None), d)
+    (start_router(&path), d)
 }
 
 /// CPU seconds (user + system) a process has used.

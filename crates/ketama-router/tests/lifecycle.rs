@@ -28,12 +28,12 @@ fn admin_get(r: &RouterProc, path: &str, token: Option<&str>) -> Resp {
 #[test]
 fn reloads_apply_the_token_and_report_what_needs_a_restart() {
     let origin = Origin::start(0).unwrap();
-    let (proxy, admin) = (free_addr(), free_addr());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
-    let text = config_with(&[origin.addr()], proxy, admin, "", "");
+    let text = config_with(&[origin.addr()], any_port(), any_port(), "", "");
     std::fs::write(&path, &text).unwrap();
-    let r = start_router(&path, proxy, admin);
+    let r = start_router(&path);
+    let admin = r.admin;
     assert_eq!(admin_get(&r, "/status", Some("sekret")).status, 200);
 
     // Rotate the token through the admin API: the old one stops working.
@@ -75,7 +75,7 @@ fn reloads_apply_the_token_and_report_what_needs_a_restart() {
     std::fs::write(
         &path,
         text.replace("token = \"sekret\"", "auth = false").replace(
-            &format!("listen = [\"{proxy}\"]"),
+            &format!("listen = [\"{}\"]", any_port()),
             &format!("listen = [\"{moved}\"]\nthreads = 2\nbody_buffer_bytes = 65536"),
         ),
     )
@@ -124,7 +124,7 @@ fn catches_sighup(pid: u32) -> bool {
 }
 
 fn sighup_during_start(backends: usize) {
-    let (proxy, admin) = (free_addr(), free_addr());
+    let (proxy, admin) = (any_port(), any_port());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
     // Backends nobody listens on: the point is the start-up's ring build.
@@ -140,14 +140,16 @@ fn sighup_during_start(backends: usize) {
         config_with(&addrs, proxy, admin, "", "enabled = false"),
     )
     .unwrap();
+    let log = dir.path().join("router.log");
     let mut child = router_command()
         .args(["--config", path.to_str().unwrap()])
-        .env("RUST_LOG", "warn")
+        .env("RUST_LOG", test_log_filter())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     let pid = child.id();
+    let serving = || listening(&log).contains_key("server.listen[0]");
     // The handler must be in place before the router serves: send the
     // signal as soon as it is, and require that the proxy was not up yet.
     let deadline = Instant::now() + Duration::from_secs(20);
@@ -155,10 +157,7 @@ fn sighup_during_start(backends: usize) {
         if catches_sighup(pid) {
             break;
         }
-        assert!(
-            std::net::TcpStream::connect(proxy).is_err(),
-            "the router served before it caught SIGHUP"
-        );
+        assert!(!serving(), "the router served before it caught SIGHUP");
         assert!(
             child.try_wait().unwrap().is_none(),
             "exited during start-up"
@@ -166,7 +165,7 @@ fn sighup_during_start(backends: usize) {
         assert!(Instant::now() < deadline);
         std::thread::sleep(Duration::from_millis(1));
     }
-    let sent_before_ready = std::net::TcpStream::connect(proxy).is_err();
+    let sent_before_ready = !serving();
     Command::new("kill")
         .args(["-HUP", &pid.to_string()])
         .status()
@@ -176,13 +175,9 @@ fn sighup_during_start(backends: usize) {
             child.try_wait().unwrap().is_none(),
             "SIGHUP killed the router"
         );
-        std::net::TcpStream::connect(admin).is_ok()
+        listening(&log).contains_key("admin.listen")
     });
-    let r = RouterProc {
-        child,
-        proxy,
-        admin,
-    };
+    let r = RouterProc::wait(child, &log);
     // Queued as one reload.
     wait_for(Duration::from_secs(10), || {
         status_json(&r)["reloads"]["ok"] == 1
@@ -207,7 +202,7 @@ fn sighup_during_a_10k_backend_ring_build_is_one_reload_not_a_death() {
 fn a_busy_listen_address_is_a_clear_error_within_seconds() {
     let busy = TcpListener::bind("127.0.0.1:0").unwrap();
     let proxy = busy.local_addr().unwrap();
-    let admin = free_addr();
+    let admin = any_port();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
     std::fs::write(
@@ -234,20 +229,39 @@ fn a_busy_listen_address_is_a_clear_error_within_seconds() {
 fn a_graceful_upgrade_drops_no_request() {
     let origins: Vec<Origin> = (0..3).map(|i| Origin::start(i).unwrap()).collect();
     let addrs: Vec<SocketAddr> = origins.iter().map(|o| o.addr()).collect();
-    let (proxy, admin) = (free_addr(), free_addr());
+    // No upgrade_sock: the default is upgrade.sock in systemd's
+    // RUNTIME_DIRECTORY (a 0700 directory, as the packaged unit makes it),
+    // which both processes resolve alike.
     let dir = tempfile::tempdir().unwrap();
-    let sock = dir.path().join("upgrade.sock");
+    let runtime = private_dir(dir.path(), "run");
+    let sock = runtime.join("upgrade.sock");
     let path = dir.path().join("router.toml");
-    let server = format!(
-        "upgrade_sock = \"{}\"\ngrace_period_seconds = 1",
-        sock.display()
-    );
     std::fs::write(
         &path,
-        config_with(&addrs, proxy, admin, &server, "").replace("grace_period_seconds = 0\n", ""),
+        config_with(
+            &addrs,
+            any_port(),
+            any_port(),
+            "grace_period_seconds = 1",
+            "",
+        )
+        .replace("grace_period_seconds = 0\n", ""),
     )
     .unwrap();
-    let old = start_router(&path, proxy, admin);
+    let spawn = |args: &[&str], log: &std::path::Path| {
+        router_command()
+            .args(["--config", path.to_str().unwrap()])
+            .args(args)
+            .env("RUNTIME_DIRECTORY", &runtime)
+            .env("RUST_LOG", test_log_filter())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap()
+    };
+    let old_log = dir.path().join("old.log");
+    let old = RouterProc::wait(spawn(&[], &old_log), &old_log);
+    let (proxy, admin) = (old.proxy, old.admin);
     let old_pid = status_json(&old)["pid"].as_u64().unwrap();
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -274,13 +288,8 @@ fn a_graceful_upgrade_drops_no_request() {
 
     // The new process waits for the listeners; the old one hands them over
     // on SIGQUIT, drains and exits.
-    let mut new = router_command()
-        .args(["--config", path.to_str().unwrap(), "--upgrade"])
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let new_log = dir.path().join("new.log");
+    let mut new = spawn(&["--upgrade"], &new_log);
     wait_for(Duration::from_secs(20), || sock.exists());
     Command::new("kill")
         .args(["-QUIT", &old_pid.to_string()])
@@ -318,6 +327,10 @@ fn a_graceful_upgrade_drops_no_request() {
         Some(new.id() as u64),
         "the new process serves now"
     );
+    // On the very sockets the old one had.
+    let took = listening(&new_log);
+    assert_eq!(took.get("server.listen[0]"), Some(&proxy), "{took:?}");
+    assert_eq!(took.get("admin.listen"), Some(&admin), "{took:?}");
     let _ = new.kill();
     let _ = new.wait();
 }
@@ -327,19 +340,24 @@ fn a_test_router_dies_with_the_thread_that_started_it() {
     // A test process killed mid-run ends every thread and runs no Drop:
     // its routers must go with it. The thread's end stands in for that.
     let origin = Origin::start(0).unwrap();
-    let (proxy, admin) = (free_addr(), free_addr());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
-    std::fs::write(&path, config_with(&[origin.addr()], proxy, admin, "", "")).unwrap();
+    std::fs::write(
+        &path,
+        config_with(&[origin.addr()], any_port(), any_port(), "", ""),
+    )
+    .unwrap();
+    let log = dir.path().join("router.log");
     let mut child = std::thread::spawn(move || {
         let child = router_command()
             .args(["--config", path.to_str().unwrap()])
+            .env("RUST_LOG", test_log_filter())
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap();
         wait_for(Duration::from_secs(20), || {
-            std::net::TcpStream::connect(admin).is_ok()
+            listening(&log).contains_key("admin.listen")
         });
         child
     })
@@ -357,22 +375,22 @@ fn a_test_router_dies_with_the_thread_that_started_it() {
 #[test]
 fn a_new_connections_first_request_is_served_during_a_graceful_stop() {
     let origin = Origin::start(0).unwrap();
-    let (proxy, admin) = (free_addr(), free_addr());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
     std::fs::write(
         &path,
         config_with(
             &[origin.addr()],
-            proxy,
-            admin,
+            any_port(),
+            any_port(),
             "grace_period_seconds = 4",
             "",
         )
         .replace("grace_period_seconds = 0\n", ""),
     )
     .unwrap();
-    let mut r = start_router(&path, proxy, admin);
+    let mut r = start_router(&path);
+    let proxy = r.proxy;
     let get = b"GET /first HTTP/1.1\r\nHost: x\r\n\r\n";
     // `idle` has had a request answered and waits on keep-alive; `fresh`
     // was accepted and has sent nothing yet.

@@ -44,8 +44,7 @@ fn routes_like_the_library_with_the_memcached_schemes() {
         .collect();
     let refs: Vec<&Origin> = origins.iter().collect();
     for compat in ["libmemcached", "twemproxy:murmur"] {
-        let proxy: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let admin: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let (proxy, admin) = (any_port(), any_port());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("router.toml");
         let text = config(&refs, &weights, proxy, admin, "").replace(
@@ -54,7 +53,7 @@ fn routes_like_the_library_with_the_memcached_schemes() {
         );
         assert!(text.contains(compat));
         std::fs::write(&path, text).unwrap();
-        let r = start_router(&path, proxy, admin);
+        let r = start_router(&path);
         let nodes: Vec<Node> = refs
             .iter()
             .zip(&weights)

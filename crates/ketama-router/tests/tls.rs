@@ -152,22 +152,15 @@ fn fixture(server: &str, tls_extra: &str) -> Fixture {
     let ca = Ca::new(dir.path(), "test-ca");
     let a = ca.issue("a", &["a.test"], 30);
     let b = ca.issue("b", &["b.test", "*.b.test"], 30);
-    let (proxy, admin, tls) = (free_addr(), free_addr(), free_addr());
     let text = format!(
         "{}\n{}",
-        config_with(&addrs, proxy, admin, server, ""),
-        tls_section(tls, &[&a, &b], tls_extra)
+        config_with(&addrs, any_port(), any_port(), server, ""),
+        tls_section(any_port(), &[&a, &b], tls_extra)
     );
     let config = dir.path().join("router.toml");
     std::fs::write(&config, text).unwrap();
-    let router = start_router_with(
-        &config,
-        proxy,
-        admin,
-        &[],
-        Some(&dir.path().join("router.log")),
-    );
-    wait_for(Duration::from_secs(10), || TcpStream::connect(tls).is_ok());
+    let router = start_router_with(&config, &[], Some(&dir.path().join("router.log")));
+    let tls = router.listener("tls.listen[0]");
     Fixture {
         _origins: origins,
         router,
@@ -497,16 +490,15 @@ fn rsa_and_sec1_keys_and_full_chains_serve() {
     assert!(pem(&leaf.key).contains("BEGIN EC PRIVATE KEY"));
     assert!(pem(&rsa.key).contains("BEGIN RSA PRIVATE KEY"));
     let origin = Origin::start(0).unwrap();
-    let (proxy, admin, tls) = (free_addr(), free_addr(), free_addr());
     let text = format!(
         "{}\n{}",
-        config_with(&[origin.addr()], proxy, admin, "", ""),
-        tls_section(tls, &[&leaf, &rsa], "")
+        config_with(&[origin.addr()], any_port(), any_port(), "", ""),
+        tls_section(any_port(), &[&leaf, &rsa], "")
     );
     let path = dir.path().join("router.toml");
     std::fs::write(&path, text).unwrap();
-    let r = start_router_with(&path, proxy, admin, &[], None);
-    wait_for(Duration::from_secs(10), || TcpStream::connect(tls).is_ok());
+    let r = start_router(&path);
+    let tls = r.listener("tls.listen[0]");
     let (names, _) = handshake(tls, "chain.test", &root.cert, &[]).unwrap();
     assert_eq!(names, vec!["chain.test"]);
     let (names, _) = handshake(tls, "rsa.test", &root.cert, &[]).unwrap();

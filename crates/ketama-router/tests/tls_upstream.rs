@@ -14,10 +14,10 @@ use common::*;
 /// A router over one TLS backend; `upstream` is the `[upstream_tls]`
 /// body, `health` extra `[health]` lines.
 fn router_to(origin: SocketAddr, upstream: &str, health: &str, dir: &Path) -> RouterProc {
-    let (proxy, admin) = (free_addr(), free_addr());
+    let (proxy, admin) = (any_port(), any_port());
     let path = dir.join("router.toml");
     std::fs::write(&path, config_text(origin, proxy, admin, upstream, health)).unwrap();
-    start_router_with(&path, proxy, admin, &[], Some(&dir.join("router.log")))
+    start_router_with(&path, &[], Some(&dir.join("router.log")))
 }
 
 fn config_text(
@@ -36,7 +36,7 @@ fn config_text(
 fn reconfigure(r: &RouterProc, origin: SocketAddr, upstream: &str, health: &str, dir: &Path) {
     std::fs::write(
         dir.join("router.toml"),
-        config_text(origin, r.proxy, r.admin, upstream, health),
+        config_text(origin, any_port(), any_port(), upstream, health),
     )
     .unwrap();
     let resp = admin_call(r, "POST", "/reload", "");
@@ -145,7 +145,7 @@ fn client_certificates_both_ways() {
     // From clients: the router requires a certificate the CA signed.
     let site = ca.issue("site", &["site.test"], 30);
     let client = ca.issue("client", &["client.test"], 30);
-    let (proxy, admin, tls) = (free_addr(), free_addr(), free_addr());
+    let (proxy, admin, tls) = (any_port(), any_port(), any_port());
     let text = format!(
         "{}\n[tls]\nlisten = [\"{tls}\"]\nclient_ca_file = \"{}\"\n[[tls.certificates]]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
         config_text(o, proxy, admin, &with_cert, "enabled = false"),
@@ -155,10 +155,8 @@ fn client_certificates_both_ways() {
     );
     let path = dir.path().join("mtls.toml");
     std::fs::write(&path, text).unwrap();
-    let r = start_router_with(&path, proxy, admin, &[], None);
-    wait_for(Duration::from_secs(10), || {
-        std::net::TcpStream::connect(tls).is_ok()
-    });
+    let r = start_router_with(&path, &[], None);
+    let tls = r.listener("tls.listen[0]");
     let url = format!("https://site.test:{}/m", tls.port());
     let resolve = format!("site.test:{}:127.0.0.1", tls.port());
     let cacert = ca.cert.display().to_string();

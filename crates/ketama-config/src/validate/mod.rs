@@ -291,7 +291,7 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
     let mut warnings = Vec::new();
     let (admin_listen, token) = sections::admin(&config, file, &listen, &mut warnings)?;
     let tls_listen = tls::tls_listeners(&config, file, &listen)?;
-    if tls_listen.contains(&admin_listen) {
+    if admin_listen.port() != 0 && tls_listen.contains(&admin_listen) {
         return Err(err(
             file,
             "admin.listen",

@@ -125,7 +125,9 @@ pub(super) fn admin(
         ));
     }
     for (i, l) in listen.iter().enumerate() {
-        let clash = l.port() == admin_listen.port()
+        // Port 0 asks the kernel for a free port: never the same socket.
+        let clash = l.port() != 0
+            && l.port() == admin_listen.port()
             && (l.ip() == admin_listen.ip() || l.ip().is_unspecified());
         if clash {
             return Err(err(
@@ -134,7 +136,7 @@ pub(super) fn admin(
                 format!("{admin_listen} is also server.listen[{i}] ({l}): the proxy and the admin API need different addresses"),
             ));
         }
-        if let Some(j) = listen[..i].iter().position(|m| m == l) {
+        if let Some(j) = listen[..i].iter().position(|m| m == l && l.port() != 0) {
             return Err(err(
                 file,
                 format!("server.listen[{i}]"),

@@ -29,7 +29,8 @@ pub(super) fn tls_listeners(
     for (i, l) in t.listen.iter().enumerate() {
         let key = format!("tls.listen[{i}]");
         let a = addr(l, file, &key)?;
-        if plain.contains(&a) || out.contains(&a) {
+        // Port 0 asks the kernel for a free port: never the same socket.
+        if a.port() != 0 && (plain.contains(&a) || out.contains(&a)) {
             return Err(err(
                 file,
                 key,

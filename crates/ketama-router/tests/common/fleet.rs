@@ -48,13 +48,13 @@ pub fn local_file(
 }
 
 pub fn fleet_router(etcd: &[String], scope: &str) -> FleetRouter {
-    let (proxy, admin) = (free_addr(), free_addr());
+    let (proxy, admin) = (any_port(), any_port());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
     let cache = dir.path().join("cache.json");
     std::fs::write(&path, local_file(etcd, proxy, admin, scope, &cache)).unwrap();
     let log = dir.path().join("router.log");
-    let r = start_router_with(&path, proxy, admin, &[], Some(&log));
+    let r = start_router_with(&path, &[], Some(&log));
     FleetRouter { r, dir, path }
 }
 

@@ -18,6 +18,9 @@ pub mod echo;
 pub mod fleet;
 pub mod tls;
 
+/// A port the kernel picked free and let go: for peers other than the
+/// router (nginx, HAProxy), which cannot say where they listen. Routers
+/// listen on [`any_port`] instead.
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -26,10 +29,53 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// Loopback, port 0: a router told to listen here binds a free port of
+/// the kernel's choosing and names it in its `listening` log line, so no
+/// test waits on a port another may hold.
+pub fn any_port() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 0))
+}
+
+/// An address that refuses connections: a socket bound to it (so no one
+/// else gets the port) but not listening. Keep the socket as long as the
+/// address must refuse.
+pub fn refusing_addr() -> (socket2::Socket, SocketAddr) {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    s.bind(&any_port().into()).unwrap();
+    let addr = s.local_addr().unwrap().as_socket().unwrap();
+    (s, addr)
+}
+
+/// A new directory `name` in `parent` that only its owner may enter (mode
+/// 0700), as a router's upgrade socket needs.
+pub fn private_dir(parent: &Path, name: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::DirBuilderExt;
+    let d = parent.join(name);
+    std::fs::DirBuilder::new().mode(0o700).create(&d).unwrap();
+    d
+}
+
+/// The listeners a router's log names so far (`listening` lines: config
+/// key to the address bound).
+pub fn listening(log: &Path) -> HashMap<String, SocketAddr> {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    text.lines()
+        .filter(|l| l.contains(" listening "))
+        .filter_map(|l| {
+            let key = l.split("listener=\"").nth(1)?.split('"').next()?;
+            let addr = l.split(" addr=").nth(1)?.split_whitespace().next()?;
+            Some((key.to_string(), addr.parse().ok()?))
+        })
+        .collect()
+}
+
 pub struct RouterProc {
     pub child: Child,
     pub proxy: SocketAddr,
     pub admin: SocketAddr,
+    /// Its standard error, where it logs.
+    pub log: std::path::PathBuf,
 }
 
 impl Drop for RouterProc {
@@ -37,6 +83,54 @@ impl Drop for RouterProc {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+impl RouterProc {
+    /// A router spawned with its standard error in `log`, once it named
+    /// its proxy's and admin API's listeners there (20 s at most).
+    pub fn wait(mut child: Child, log: &Path) -> RouterProc {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let l = listening(log);
+            if let (Some(proxy), Some(admin)) = (l.get("server.listen[0]"), l.get("admin.listen")) {
+                return RouterProc {
+                    child,
+                    proxy: *proxy,
+                    admin: *admin,
+                    log: log.to_path_buf(),
+                };
+            }
+            if let Ok(Some(status)) = child.try_wait() {
+                panic!(
+                    "the router exited ({status}) before it listened: {}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
+            assert!(Instant::now() < deadline, "router did not start");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Where the listener of config key `key` (`tls.listen[0]`) listens,
+    /// once the log names it (10 s at most).
+    pub fn listener(&self, key: &str) -> SocketAddr {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(a) = listening(&self.log).get(key) {
+                return *a;
+            }
+            assert!(Instant::now() < deadline, "no listener {key} in the log");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+/// The log filter of test routers: `KETAMA_TEST_RUST_LOG` (`info` shows
+/// what a router did, for a failure) or warnings, plus the `listening`
+/// lines the tests read the addresses from.
+pub fn test_log_filter() -> String {
+    let base = std::env::var("KETAMA_TEST_RUST_LOG").unwrap_or_else(|_| "warn".into());
+    format!("{base},ketama_router::listen=info")
 }
 
 pub fn config(
@@ -76,45 +170,24 @@ pub fn router_command() -> Command {
     c
 }
 
-pub fn start_router(config_path: &Path, proxy: SocketAddr, admin: SocketAddr) -> RouterProc {
-    start_router_with(config_path, proxy, admin, &[], None)
+pub fn start_router(config_path: &Path) -> RouterProc {
+    start_router_with(config_path, &[], None)
 }
 
 /// Starts the router binary with extra arguments, its stderr written to
-/// `log` (or dropped), and waits until both listeners accept.
-pub fn start_router_with(
-    config_path: &Path,
-    proxy: SocketAddr,
-    admin: SocketAddr,
-    args: &[&str],
-    log: Option<&Path>,
-) -> RouterProc {
-    let stderr = match log {
-        Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
-        None => Stdio::null(),
-    };
+/// `log` (default: the config's path with `.log`), and waits until it
+/// names its listeners there.
+pub fn start_router_with(config_path: &Path, args: &[&str], log: Option<&Path>) -> RouterProc {
+    let log = log.map_or_else(|| config_path.with_extension("log"), Path::to_path_buf);
     let child = router_command()
         .args(["--config", config_path.to_str().unwrap()])
         .args(args)
-        // KETAMA_TEST_RUST_LOG=info shows what a router did, for a failure.
-        .env(
-            "RUST_LOG",
-            std::env::var("KETAMA_TEST_RUST_LOG").unwrap_or_else(|_| "warn".into()),
-        )
+        .env("RUST_LOG", test_log_filter())
         .stdout(Stdio::null())
-        .stderr(stderr)
+        .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while TcpStream::connect(proxy).is_err() || TcpStream::connect(admin).is_err() {
-        assert!(Instant::now() < deadline, "router did not start");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    RouterProc {
-        child,
-        proxy,
-        admin,
-    }
+    RouterProc::wait(child, &log)
 }
 
 pub struct Resp {
@@ -178,12 +251,10 @@ pub fn setup(weights: &[u32], extra: &str) -> (Vec<Origin>, RouterProc, tempfile
         .map(|i| Origin::start(i).unwrap())
         .collect();
     let refs: Vec<&Origin> = origins.iter().collect();
-    let proxy: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
-    std::fs::write(&path, config(&refs, weights, proxy, admin, extra)).unwrap();
-    let r = start_router(&path, proxy, admin);
+    std::fs::write(&path, config(&refs, weights, any_port(), any_port(), extra)).unwrap();
+    let r = start_router(&path);
     (origins, r, dir)
 }
 
@@ -269,12 +340,11 @@ pub fn config_with(
 pub fn router_from(
     text: impl FnOnce(SocketAddr, SocketAddr, &Path) -> String,
 ) -> (RouterProc, tempfile::TempDir, std::path::PathBuf) {
-    let (proxy, admin) = (free_addr(), free_addr());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("router.toml");
-    std::fs::write(&path, text(proxy, admin, dir.path())).unwrap();
+    std::fs::write(&path, text(any_port(), any_port(), dir.path())).unwrap();
     let log = dir.path().join("router.log");
-    let r = start_router_with(&path, proxy, admin, &[], Some(&log));
+    let r = start_router_with(&path, &[], Some(&log));
     (r, dir, path)
 }
 

@@ -37,10 +37,10 @@ impl Router {
     /// Starts one in scope `scope`, steered by etcd at `urls`, serving
     /// `cert` on its TLS listener.
     pub fn start(urls: &[String], scope: &str, cert: &Issued) -> Router {
-        let (proxy, admin, tls) = (free_addr(), free_addr(), free_addr());
+        let (proxy, admin, tls) = (any_port(), any_port(), any_port());
         let dir = tempfile::tempdir().unwrap();
         let config = dir.path().join("router.toml");
-        let sock = dir.path().join("upgrade.sock");
+        let sock = private_dir(dir.path(), "run").join("upgrade.sock");
         let cache = dir.path().join("cache.json");
         let server = format!("{SERVER}upgrade_sock = \"{}\"\n", sock.display());
         let mut text = local_file(urls, proxy, admin, scope, &cache).replacen(
@@ -55,10 +55,8 @@ impl Router {
         ));
         std::fs::write(&config, text).unwrap();
         let log = dir.path().join("router-0.log");
-        let r = start_router_with(&config, proxy, admin, &[], Some(&log));
-        wait_for(Duration::from_secs(10), || {
-            std::net::TcpStream::connect(tls).is_ok()
-        });
+        let r = start_router_with(&config, &[], Some(&log));
+        let tls = r.listener("tls.listen[0]");
         Router {
             r,
             tls,
@@ -98,19 +96,17 @@ impl Router {
             .join(format!("router-{}.log", self.logs.len()));
         let new = router_command()
             .args(["--config", self.config.to_str().unwrap(), "--upgrade"])
-            .env(
-                "RUST_LOG",
-                std::env::var("KETAMA_TEST_RUST_LOG").unwrap_or_else(|_| "warn".into()),
-            )
+            .env("RUST_LOG", test_log_filter())
             .stdout(Stdio::null())
             .stderr(Stdio::from(std::fs::File::create(&log).unwrap()))
             .spawn()
             .unwrap();
-        self.logs.push(log);
+        self.logs.push(log.clone());
         // The new process unlinks the socket once it has the listeners.
         wait_for(Duration::from_secs(20), || self.sock.exists());
         self.signal("QUIT");
         let mut old = std::mem::replace(&mut self.r.child, new);
+        self.r.log = log;
         wait_for(Duration::from_secs(30), || {
             old.try_wait().unwrap().is_some()
         });

@@ -625,7 +625,7 @@ impl Stream {
 
     /// Set the read and write buffer sizes
     /// It is only set later because of the malloc overhead in critical accept() path
-    pub(crate) fn set_buffer(&mut self, buffer: L4BufferSettings) {
+    pub fn set_buffer(&mut self, buffer: L4BufferSettings) {
         use std::mem;
         // Since the buffers can't be resized in place,
         // we take the raw stream out of them and put it in new buffers with the size we want

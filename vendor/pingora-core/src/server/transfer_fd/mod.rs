@@ -35,13 +35,33 @@ use std::{thread, time};
 /// Container for open file descriptors and their associated bind addresses.
 pub struct Fds {
     map: HashMap<String, RawFd>,
+    /// Binds whose descriptor was received from another process and not
+    /// yet taken by [`Fds::take_tcp_listener`].
+    received: HashSet<String>,
 }
 
 impl Fds {
     pub fn new() -> Self {
         Fds {
             map: HashMap::new(),
+            received: HashSet::new(),
         }
+    }
+
+    /// Takes ownership of the listening TCP socket received for `bind` from
+    /// the process this one upgrades ([`Fds::get_from_sock`]), for a caller
+    /// that accepts its own connections. The number stays in the table, so
+    /// a later upgrade hands the socket on while the caller keeps it open.
+    /// `None` when no socket was received for `bind`, or it was taken.
+    pub fn take_tcp_listener(&mut self, bind: &str) -> Option<std::net::TcpListener> {
+        if !self.received.remove(bind) {
+            return None;
+        }
+        let fd = *self.map.get(bind)?;
+        // SAFETY: `fd` arrived by SCM_RIGHTS in `get_from_sock` (this process
+        // holds it), and `received` lets it be taken once: nothing else in
+        // this process owns it.
+        Some(unsafe { <std::net::TcpListener as std::os::fd::FromRawFd>::from_raw_fd(fd) })
     }
 
     pub fn add(&mut self, bind: String, fd: RawFd) {
@@ -63,6 +83,7 @@ impl Fds {
     pub fn deserialize(&mut self, binds: Vec<String>, fds: Vec<RawFd>) {
         assert_eq!(binds.len(), fds.len());
         for (bind, fd) in binds.into_iter().zip(fds) {
+            self.received.insert(bind.clone());
             self.map.insert(bind, fd);
         }
     }
@@ -108,6 +129,7 @@ impl Fds {
             closed.push(bind.clone());
             false
         });
+        self.received.retain(|bind| keep.contains(bind));
         closed
     }
 }
@@ -137,14 +159,16 @@ where
     let max_retry = max_retry.unwrap_or(MAX_RETRY);
     const MAX_FDS: usize = 32;
 
+    // Every failure here is an error for the caller to report (the path
+    // taken by another user's socket, a missing directory, ...), never a
+    // panic.
     let listen_fd = socket::socket(
         AddressFamily::Unix,
         SockType::Stream,
         SockFlag::SOCK_NONBLOCK,
         None,
-    )
-    .unwrap();
-    let unix_addr = UnixAddr::new(path).unwrap();
+    )?;
+    let unix_addr = UnixAddr::new(path)?;
     // clean up old sock
     match nix::unistd::unlink(path) {
         Ok(()) => {
@@ -156,7 +180,10 @@ where
             // TODO: warn if exist but not able to unlink
         }
     };
-    socket::bind(listen_fd.as_raw_fd(), &unix_addr).unwrap();
+    if let Err(e) = socket::bind(listen_fd.as_raw_fd(), &unix_addr) {
+        error!("Cannot bind the upgrade socket {path}: {e}");
+        return Err(e);
+    }
 
     /* sock is created before we change user, need to give permission */
     stat::fchmodat(
@@ -167,14 +194,12 @@ where
         path,
         stat::Mode::from_bits_truncate(0o666),
         stat::FchmodatFlags::FollowSymlink,
-    )
-    .unwrap();
+    )?;
 
     socket::listen(
         &listen_fd,
         Backlog::new(8).expect("8 is well within SOMAXCONN"),
-    )
-    .unwrap();
+    )?;
 
     let fd = match accept_with_retry_timeout(listen_fd.as_raw_fd(), max_retry) {
         Ok(fd) => fd,
@@ -182,7 +207,7 @@ where
             error!("Giving up reading socket from: {path}, error: {e:?}");
             //cleanup
             if nix::unistd::close(listen_fd).is_ok() {
-                nix::unistd::unlink(path).unwrap();
+                let _ = nix::unistd::unlink(path);
             }
             return Err(e);
         }
@@ -195,6 +220,24 @@ where
     // SAFETY: `fd` was just returned by accept(2) and is not owned or closed anywhere else.
     let conn = unsafe { OwnedFd::from_raw_fd(fd) };
 
+    // Listening sockets are taken only from this process's own user or root (or, when this
+    // process is root, from whoever could reach the socket): the socket's mode lets any
+    // local user connect.
+    let peer = socket::getsockopt(&conn, socket::sockopt::PeerCredentials)?;
+    // This process made the socket file: its owner is this process's user.
+    let me = stat::stat(path)?.st_uid;
+    if peer.uid() != me && peer.uid() != 0 && me != 0 {
+        error!(
+            "Refused a socket transfer on {path} from uid {} (pid {}): not this process's user",
+            peer.uid(),
+            peer.pid()
+        );
+        if nix::unistd::close(listen_fd).is_ok() {
+            let _ = nix::unistd::unlink(path);
+        }
+        return Err(Errno::EPERM);
+    }
+
     let mut io_vec = [IoSliceMut::new(payload); 1];
     let mut cmsg_buf = nix::cmsg_space!([RawFd; MAX_FDS]);
     // MSG_CMSG_CLOEXEC sets FD_CLOEXEC on the received descriptors atomically. These
@@ -206,8 +249,7 @@ where
         &mut io_vec,
         Some(&mut cmsg_buf),
         socket::MsgFlags::MSG_CMSG_CLOEXEC,
-    )
-    .unwrap();
+    )?;
 
     let mut fds: Vec<RawFd> = Vec::new();
     for cmsg in msg.cmsgs()? {
@@ -220,7 +262,7 @@ where
 
     //cleanup
     if nix::unistd::close(listen_fd).is_ok() {
-        nix::unistd::unlink(path).unwrap();
+        let _ = nix::unistd::unlink(path);
     }
 
     Ok((fds, msg.bytes))
@@ -440,6 +482,21 @@ mod tests {
         assert_eq!(de_vec_string.len(), 2);
         assert_eq!(de_vec_string[0], "aaaa");
         assert_eq!(de_vec_string[1], "bbb");
+    }
+
+    #[test]
+    fn test_get_fds_from_reports_a_socket_it_cannot_bind() {
+        init_log();
+        // A missing directory: bind(2) fails, and the caller gets the error.
+        let mut buf = [0u8; 1024];
+        let r = get_fds_from("/nonexistent-dir/pingora_fds.sock", &mut buf, Some(0));
+        assert_eq!(r.unwrap_err(), Errno::ENOENT);
+        // A path that is a directory: the unlink fails, then bind(2).
+        let dir = std::env::temp_dir().join(format!("pingora_fds_dir_{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let r = get_fds_from(dir.to_str().unwrap(), &mut buf, Some(0));
+        assert_eq!(r.unwrap_err(), Errno::EADDRINUSE);
+        std::fs::remove_dir(&dir).unwrap();
     }
 
     #[test]
