@@ -312,11 +312,6 @@ impl RoutingCell {
         self.published.load_full()
     }
 
-    /// The rollout in force and where it came from.
-    pub fn rollout_in_force(&self) -> RolloutInForce {
-        self.published().rollout.clone()
-    }
-
     /// The keys that changed in the config but need a restart to apply,
     /// since the last reload.
     pub fn restart_needed(&self) -> Vec<&'static str> {

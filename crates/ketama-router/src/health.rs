@@ -95,11 +95,6 @@ impl Health {
         }
     }
 
-    /// Whether the active checks pass (whatever the passive state).
-    pub fn checks_pass(&self) -> bool {
-        self.healthy.load(Relaxed)
-    }
-
     /// Records a failed attempt (connect error, timeout) as nginx does: the
     /// `max_fails`-th failure within `fail_timeout` of the first takes the
     /// backend out of rotation for `fail_timeout`. `max_fails` 0 turns it

@@ -165,9 +165,6 @@ pub fn build(
     for w in &v.warnings {
         tracing::warn!("{w}");
     }
-    for w in crate::tls::check_files(&v)?.1 {
-        tracing::warn!("{w}");
-    }
     // With [control], the routing sections come from etcd (or the cache
     // file) before anything is built.
     let (shared, etcd_rollout, control) = match v.control {
@@ -206,6 +203,13 @@ pub fn build(
         )
         .context("cannot build the routing state")?,
     );
+    // The certificates the state loaded (once: not read again to warn).
+    let first = cell.state();
+    let (_, expiring) = crate::tls::certificate_report(&first.validated.file, first.tls.as_deref());
+    for w in expiring {
+        tracing::warn!("{w}");
+    }
+    drop(first);
 
     let router = Router {
         routing: cell.reader(),

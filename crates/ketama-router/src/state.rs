@@ -205,24 +205,8 @@ impl RoutingState {
 
 impl RoutingState {
     /// Builds the plan (rings, requirements) of a validated config and the
-    /// backends its discovery sources found, and attaches each backend's
-    /// health and counters.
-    pub fn build(
-        v: Validated,
-        health: &HealthRegistry,
-        metrics: &Metrics,
-        discovered: &[Discovered],
-        previous: Option<&RoutingState>,
-    ) -> Result<Self, ConfigError> {
-        let files = if previous.is_some() {
-            Files::Keep
-        } else {
-            Files::All
-        };
-        Self::build_with(v, health, metrics, discovered, previous, files)
-    }
-
-    /// [`RoutingState::build`], reading the TLS files `files` says (every
+    /// backends its discovery sources found, attaches each backend's
+    /// health and counters, and reads the TLS files `files` says (every
     /// file without a previous state).
     pub fn build_with(
         v: Validated,

@@ -12,8 +12,8 @@ use std::time::Instant;
 
 use ketama_router::health::HealthRegistry;
 use ketama_router::metrics::Metrics;
-use ketama_router::proxy::{add_forwarded_headers, add_response_headers, choose, decide};
-use ketama_router::state::RoutingState;
+use ketama_router::proxy::{add_forwarded_headers, add_response_headers, choose, decide_with_rule};
+use ketama_router::state::{Files, RoutingState};
 use pingora::http::{RequestHeader, ResponseHeader};
 
 struct Counting;
@@ -89,7 +89,7 @@ fn routing_a_request_allocates_nothing() {
         ("source = \"path_query\"", "[balance]\nfactor = 125\n"),
     ] {
         let v = ketama_config::parse(&config(key, extra), "alloc.toml").unwrap();
-        let state = RoutingState::build(v, &health, &metrics, &[], None).unwrap();
+        let state = RoutingState::build_with(v, &health, &metrics, &[], None, Files::All).unwrap();
         // Some backends are out: the walk passes over them.
         for b in state.backends.iter().step_by(3) {
             b.health.record(false, 1, 1);
@@ -115,7 +115,7 @@ fn routing_a_request_allocates_nothing() {
             let mut chosen = 0usize;
             held.clear();
             for req in &requests {
-                let mut route = decide(req, state).unwrap();
+                let (mut route, _) = decide_with_rule(req, None, state).unwrap();
                 metrics.lookup(route.version());
                 let c = choose(state, &mut route)
                     .unwrap()

@@ -411,13 +411,22 @@ fn a_new_connections_first_request_is_served_during_a_graceful_stop() {
         .args(["-TERM", &r.child.id().to_string()])
         .status()
         .unwrap();
-    // The idle one closes once the router is closing (end of stream).
-    loop {
-        match idle.read(&mut b) {
-            Ok(0) | Err(_) => break,
-            Ok(_) => {}
-        }
-    }
+    // The idle one closes once the router is closing: a clean end of
+    // stream, within the 2 s the router gives heads being read (the fresh
+    // connection's) plus a second, not the read timeout running out.
+    let stopping = Instant::now();
+    idle.set_read_timeout(Some(Duration::from_secs(8))).unwrap();
+    let end = idle.read(&mut b);
+    assert!(
+        matches!(end, Ok(0)),
+        "{end:?} after {:?}",
+        stopping.elapsed()
+    );
+    assert!(
+        stopping.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        stopping.elapsed()
+    );
     // The fresh one's first request is still answered, as nginx answers it.
     fresh.write_all(get).unwrap();
     let n = fresh.read(&mut b).unwrap_or(0);

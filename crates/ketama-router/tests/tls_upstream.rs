@@ -172,18 +172,37 @@ fn client_certificates_both_ways() {
     ];
     let refused = curl(&[&base[..], &[url.as_str()]].concat());
     assert_eq!(refused, "000", "no client certificate: no handshake");
+    // A certificate another CA signed: a real handshake that the router
+    // refuses (rustls' InvalidCertificate), counted by that reason.
+    let other_ca = Ca::new(dir.path(), "other-ca");
+    let stranger = other_ca.issue("stranger", &["client.test"], 30);
+    let (cert, key) = (
+        stranger.cert.display().to_string(),
+        stranger.key.display().to_string(),
+    );
+    let refused = curl(&[&base[..], &["--cert", &cert, "--key", &key, url.as_str()]].concat());
+    assert_eq!(refused, "000", "a certificate of another CA: no handshake");
+    let bad = |r: &RouterProc| {
+        sample(
+            &metrics_text(r),
+            "ketama_tls_handshake_failures_total{reason=\"bad_client_certificate\"}",
+        )
+    };
+    wait_for(Duration::from_secs(5), || bad(&r) == 2.0);
     let (cert, key) = (
         client.cert.display().to_string(),
         client.key.display().to_string(),
     );
     let served = curl(&[&base[..], &["--cert", &cert, "--key", &key, url.as_str()]].concat());
     assert_eq!(served, "200");
-    wait_for(Duration::from_secs(5), || {
+    assert_eq!(bad(&r), 2.0);
+    assert_eq!(
         sample(
             &metrics_text(&r),
-            "ketama_tls_handshake_failures_total{reason=\"bad_client_certificate\"}",
-        ) == 1.0
-    });
+            "ketama_tls_handshake_failures_total{reason=\"other\"}"
+        ),
+        0.0
+    );
 }
 
 /// `ketama-router --check` on a config file: (exit success, stdout, stderr).

@@ -92,11 +92,11 @@ fn every_trigger_in_turn_without_control() {
     let f = fixture(false);
     let c = &f.cell;
     assert_eq!((bp(c), backends(c)), (0, 3));
-    assert_eq!(c.rollout_in_force().origin, RolloutOrigin::Config);
+    assert_eq!(c.published().rollout.clone().origin, RolloutOrigin::Config);
 
     c.replace(Trigger::AdminRollout(rollout(5000))).unwrap();
     assert_eq!(
-        (bp(c), c.rollout_in_force().origin),
+        (bp(c), c.published().rollout.clone().origin),
         (5000, RolloutOrigin::Admin)
     );
 
@@ -110,12 +110,12 @@ fn every_trigger_in_turn_without_control() {
     std::fs::write(&f.file, config(100, 2)).unwrap();
     c.replace(Trigger::Reload).unwrap();
     assert_eq!((bp(c), backends(c)), (100, 4));
-    assert_eq!(c.rollout_in_force(), RolloutInForce::CONFIG);
+    assert_eq!(c.published().rollout.clone(), RolloutInForce::CONFIG);
 
     // etcd's rollout, then its deletion: back to the config's.
     c.replace(Trigger::EtcdRollout(Some(rollout(700)))).unwrap();
     assert_eq!(
-        (bp(c), c.rollout_in_force().origin),
+        (bp(c), c.published().rollout.clone().origin),
         (700, RolloutOrigin::Etcd)
     );
     c.replace(Trigger::Discovered(records(3))).unwrap();
@@ -137,7 +137,7 @@ fn a_refused_change_changes_nothing() {
         Err(Refused::Config(_))
     ));
     assert_eq!((bp(c), backends(c)), (2500, 3));
-    assert_eq!(c.rollout_in_force().origin, RolloutOrigin::Admin);
+    assert_eq!(c.published().rollout.clone().origin, RolloutOrigin::Admin);
     let bad = Trigger::EtcdConfig {
         text: "[server]\n".into(),
         name: "etcd /t/config@4".into(),

@@ -29,7 +29,7 @@
 //! is Pingora's per-read timeout, set by the proxy on each request; on
 //! HTTP/2 per stream, through the pingora-core patch in `vendor/`.
 
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -48,14 +48,12 @@ pub mod timed;
 pub use timed::{Clock, Timed};
 use timed::{Limits, BAD_LINE, BAD_VERSION, LINE_TOO_LONG, TIMED_OUT, TOO_LARGE};
 
-/// The counts every listener's guard shares: the connection limit is one
-/// for the whole router.
+/// What every listener's guard shares (the open connections' count is
+/// the metrics', one for the whole router).
 #[derive(Debug)]
 struct Counts {
-    /// Open client connections (`ketama_client_connections` reads it).
-    open: Arc<AtomicUsize>,
     /// Connections reading a request head now (see `cleanup`).
-    heads: Arc<AtomicUsize>,
+    heads: Arc<timed::Heads>,
     /// Set at shutdown (see `cleanup`): idle connections close.
     closing: std::sync::atomic::AtomicBool,
     /// Wakes the idle connections when `closing` is set.
@@ -91,7 +89,6 @@ impl<A> Guarded<A> {
             inner: Arc::new(inner),
             default_max_connections,
             counts: Arc::new(Counts {
-                open: metrics.connections(),
                 heads: Arc::default(),
                 closing: Default::default(),
                 close_idle: Default::default(),
@@ -112,11 +109,6 @@ impl<A> Guarded<A> {
             routing: self.routing.clone(),
             metrics: self.metrics.clone(),
         }
-    }
-
-    /// Client connections open now (all listeners).
-    pub fn open(&self) -> usize {
-        self.counts.open.load(Relaxed)
     }
 }
 
@@ -225,11 +217,11 @@ impl<A> Guarded<A> {
 }
 
 /// Gives a connection's slot back when it ends, however it ends.
-struct Slot<'a>(&'a AtomicUsize);
+struct Slot<'a>(&'a Metrics);
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Relaxed);
+        self.0.connection_closed();
     }
 }
 
@@ -240,8 +232,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         stream: Stream,
         shutdown: &ShutdownWatch,
     ) -> Option<Stream> {
-        let open = self.counts.open.fetch_add(1, Relaxed) + 1;
-        let _slot = Slot(&self.counts.open);
+        let open = self.metrics.connection_opened();
+        let _slot = Slot(&self.metrics);
         let state = self.routing.state();
         let server = &state.validated.config.server;
         let limits = Limits {
@@ -312,15 +304,24 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
     /// At shutdown (after the listeners stopped accepting), Pingora aborts
     /// every connection still waiting for a request head. A connection
     /// accepted just before, whose request is on its way, would lose it:
-    /// first let the heads being read arrive (at most 2 s), then close the
+    /// first let the heads being read arrive (at most 2 s, within the grace
+    /// period), then close the
     /// idle keep-alive connections (a connection's first request is
     /// awaited regardless, see serve_http1). This is what makes a graceful
     /// upgrade drop nothing.
     async fn cleanup(&self) {
-        let deadline = Instant::now() + Duration::from_secs(2);
-        while self.counts.heads.load(Relaxed) > 0 && Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        // Within the grace period, and at most 2 s of it: Pingora gives
+        // what is running the grace period and as long again before it
+        // stops the runtimes, and the heads waited for must be served too.
+        let grace = self
+            .routing
+            .state()
+            .validated
+            .config
+            .server
+            .grace_period_seconds;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(grace.min(2));
+        self.counts.heads.until_none(deadline).await;
         // Idle keep-alive connections wait in this guard, not in Pingora
         // (see serve_http1): they close here, as Pingora closes its own.
         self.counts.closing.store(true, Relaxed);

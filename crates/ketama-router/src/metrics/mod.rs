@@ -233,7 +233,7 @@ pub struct Metrics {
     control_rejected: Counter,
     tls_failures: [Counter; 4],
     /// Client connections open now, counted by the connection guard.
-    connections: Arc<AtomicUsize>,
+    connections: AtomicUsize,
 }
 
 impl Default for Metrics {
@@ -289,7 +289,7 @@ impl Default for Metrics {
             .map(|f| tls_family.get_or_create_owned(&vec![("reason", f.name().to_string())]));
         Metrics {
             tls_failures,
-            connections: Arc::default(),
+            connections: AtomicUsize::new(0),
             registry,
             backends: Mutex::default(),
             lookups,
@@ -356,10 +356,15 @@ impl Metrics {
             .inc();
     }
 
-    /// The open client connections' count, for the connection guard to
-    /// keep.
-    pub fn connections(&self) -> Arc<AtomicUsize> {
-        self.connections.clone()
+    /// Counts a client connection opened; returns how many are open now,
+    /// this one included. Pair it with [`Metrics::connection_closed`].
+    pub fn connection_opened(&self) -> usize {
+        self.connections.fetch_add(1, Relaxed) + 1
+    }
+
+    /// Counts a client connection closed.
+    pub fn connection_closed(&self) {
+        self.connections.fetch_sub(1, Relaxed);
     }
 
     /// Client connections open now.

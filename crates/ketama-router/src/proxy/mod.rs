@@ -33,10 +33,7 @@ mod failure;
 mod log;
 mod route;
 
-pub use route::{
-    choose, decide, decide_with_rule, matching_rule, with_routing_key, with_sent_routing_key,
-    Choice,
-};
+pub use route::{choose, decide_with_rule, matching_rule, with_sent_routing_key, Choice};
 
 /// The Pingora proxy logic.
 pub struct Router {

@@ -21,14 +21,8 @@ thread_local! {
 }
 
 /// Calls `f` with the request's routing key, without copying it when it
-/// is one piece of the request.
-pub fn with_routing_key<R>(req: &RequestHeader, key: &Key, f: impl FnOnce(&[u8]) -> R) -> R {
-    with_sent_routing_key(req, None, key, f)
-}
-
-/// [`with_routing_key`] for a request whose target as sent Pingora's
-/// header does not hold: the key is read from `sent` (nginx's
-/// `$request_uri` for it).
+/// is one piece of the request; read from `sent` (nginx's `$request_uri`
+/// for it) when Pingora's header does not hold the target as sent.
 pub fn with_sent_routing_key<R>(
     req: &RequestHeader,
     sent: Option<&crate::reqline::Sent>,
@@ -116,14 +110,9 @@ pub fn matching_rule(req: &RequestHeader, state: &RoutingState) -> Option<usize>
     })
 }
 
-/// The routing decision for a request: its key, its rule's requirement,
-/// this router's scope.
-pub fn decide(req: &RequestHeader, state: &RoutingState) -> Result<Route> {
-    decide_with_rule(req, None, state).map(|(route, _)| route)
-}
-
-/// [`decide`], and the label rule that applied (its index in the plan's
-/// rules).
+/// The routing decision for a request (its key, its rule's requirement,
+/// this router's scope), and the label rule that applied (its index in the
+/// plan's rules).
 pub fn decide_with_rule(
     req: &RequestHeader,
     sent: Option<&crate::reqline::Sent>,

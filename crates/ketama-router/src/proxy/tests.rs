@@ -16,7 +16,7 @@ fn req(target: &str, headers: &[(&str, &str)]) -> RequestHeader {
 }
 
 fn key_of(r: &RequestHeader, key: &Key) -> Vec<u8> {
-    with_routing_key(r, key, |k| k.to_vec())
+    with_sent_routing_key(r, None, key, |k| k.to_vec())
 }
 
 #[test]
@@ -70,8 +70,18 @@ fn forwarded_headers() {
     let mut r = req("/", &[("x-forwarded-for", "10.0.0.1")]);
     add_forwarded_headers(&mut r, None, false).unwrap();
     assert_eq!(r.headers["x-forwarded-for"], "10.0.0.1");
-    // The cache gives the same value for the same address.
-    assert_eq!(forwarded_for(ip), forwarded_for(ip));
+    // The cache hands out the value it built, not a new one: the same
+    // bytes in memory (a reference count, no allocation).
+    let (a, b) = (forwarded_for(ip), forwarded_for(ip));
+    assert_eq!(a, "192.0.2.7");
+    assert_eq!(a.as_bytes().as_ptr(), b.as_bytes().as_ptr());
+    // An address of the same slot (256 apart) takes it over: its own value,
+    // and the first address's is built anew afterwards.
+    let other: std::net::IpAddr = "192.0.3.7".parse().unwrap();
+    assert_eq!(forwarded_for(other), "192.0.3.7");
+    let c = forwarded_for(ip);
+    assert_eq!(c, "192.0.2.7");
+    assert_ne!(c.as_bytes().as_ptr(), a.as_bytes().as_ptr());
     let v6: std::net::IpAddr = "2001:db8::1".parse().unwrap();
     assert_eq!(forwarded_for(v6), "2001:db8::1");
 }
@@ -81,12 +91,13 @@ fn state(extra: &str) -> RoutingState {
         "[admin]\nlisten = \"127.0.0.1:1\"\nauth = false\n{extra}\n[[backends]]\naddress = \"127.0.0.1:9001\"\nlabels = [\"eu\"]\n[[backends]]\naddress = \"127.0.0.1:9002\"\nlabels = [\"us\"]\n"
     );
     let v = ketama_config::parse(&text, "t.toml").unwrap();
-    RoutingState::build(
+    RoutingState::build_with(
         v,
         &HealthRegistry::default(),
         &Metrics::default(),
         &[],
         None,
+        crate::state::Files::All,
     )
     .unwrap()
 }
@@ -112,7 +123,7 @@ fn label_rules_match_as_documented() {
     let both = req("/", &[("host", "eu.example"), ("x-region", "us")]);
     assert_eq!(matching_rule(&both, &s), Some(0));
     // The rule's requirement routes to its label only.
-    let mut route = decide(&both, &s).unwrap();
+    let (mut route, _) = decide_with_rule(&both, None, &s).unwrap();
     let n = s.plan.table.next(&mut route).unwrap().unwrap();
     assert_eq!(s.backends[n].server, "127.0.0.1:9001");
     assert_eq!(s.plan.table.next(&mut route).unwrap(), None);

@@ -2,9 +2,9 @@
 //! failure reason for `ketama_tls_handshake_failures_total{reason}`.
 
 use pingora::protocols::l4::stream::Stream as L4Stream;
-use pingora::protocols::tls::TlsStream;
 use pingora::protocols::Stream;
 
+use super::stream::ServerTlsStream;
 use super::ServerTls;
 
 /// Why a handshake failed, as the metric's `reason` label.
@@ -40,62 +40,69 @@ impl Failure {
         }
     }
 
-    /// The reason in a handshake error's text. Pingora keeps only the
-    /// message of rustls' error, so this reads rustls' wording:
-    /// `PeerIncompatible` for versions and suites, the certificate errors
-    /// for client certificates.
-    pub fn of(message: &str) -> Failure {
-        if message.contains("peer is incompatible") {
-            Failure::NoSharedVersionOrCipher
-        } else if message.contains("invalid peer certificate")
-            || message.contains("peer sent no certificates")
-        {
-            Failure::BadClientCertificate
-        } else {
-            Failure::Other
+    /// The reason of a failed handshake, from rustls' own error.
+    pub fn of(e: &std::io::Error) -> Failure {
+        use rustls::Error as E;
+        match e.get_ref().and_then(|i| i.downcast_ref::<E>()) {
+            Some(E::PeerIncompatible(_)) => Failure::NoSharedVersionOrCipher,
+            Some(E::NoCertificatesPresented | E::InvalidCertificate(_)) => {
+                Failure::BadClientCertificate
+            }
+            _ => Failure::Other,
         }
     }
 }
 
 /// Runs the server side of a handshake on an accepted connection.
-pub async fn accept(tls: &ServerTls, stream: Stream) -> Result<TlsStream<L4Stream>, Failure> {
-    // Pingora's listeners hand over their own TCP stream type; anything
+pub async fn accept(tls: &ServerTls, stream: Stream) -> Result<ServerTlsStream, Failure> {
+    // The router's listeners hand over Pingora's TCP stream type; anything
     // else cannot take TLS here.
     let tcp = stream
         .into_any()
         .downcast::<L4Stream>()
         .map_err(|_| Failure::Other)?;
-    match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.tls_handshake(*tcp)).await {
+    match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(*tcp)).await {
         Err(_) => Err(Failure::Timeout),
         Ok(Err(e)) => {
-            let f = Failure::of(&e.to_string());
+            let f = Failure::of(&e);
             tracing::debug!(reason = f.name(), "TLS handshake failed: {e}");
             Err(f)
         }
-        Ok(Ok(s)) => Ok(s),
+        Ok(Ok(s)) => Ok(ServerTlsStream::new(s)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::Failure;
+    use rustls::{CertificateError, Error, PeerIncompatible};
+
+    fn io(e: Error) -> std::io::Error {
+        std::io::Error::new(std::io::ErrorKind::InvalidData, e)
+    }
 
     #[test]
-    fn reasons_from_rustls_messages() {
+    fn reasons_from_rustls_errors() {
         assert_eq!(
-            Failure::of("tls connect error: peer is incompatible: NoCipherSuitesInCommon"),
+            Failure::of(&io(Error::PeerIncompatible(
+                PeerIncompatible::NoCipherSuitesInCommon
+            ))),
             Failure::NoSharedVersionOrCipher
         );
         assert_eq!(
-            Failure::of("tls connect error: peer sent no certificates"),
+            Failure::of(&io(Error::NoCertificatesPresented)),
             Failure::BadClientCertificate
         );
         assert_eq!(
-            Failure::of("tls connect error: invalid peer certificate: UnknownIssuer"),
+            Failure::of(&io(Error::InvalidCertificate(
+                CertificateError::UnknownIssuer
+            ))),
             Failure::BadClientCertificate
         );
+        assert_eq!(Failure::of(&io(Error::DecryptError)), Failure::Other);
+        // Not TLS at all: the connection's own error.
         assert_eq!(
-            Failure::of("tls connect error: corrupt message"),
+            Failure::of(&std::io::ErrorKind::UnexpectedEof.into()),
             Failure::Other
         );
     }

@@ -15,6 +15,7 @@
 
 pub mod handshake;
 mod server;
+pub mod stream;
 mod upstream;
 
 pub use ketama_config::pem::CertFacts;
@@ -60,14 +61,20 @@ pub(crate) fn certified_key(
 pub const EXPIRY_WARNING_DAYS: i64 = 14;
 
 /// What `--check` says of a config's TLS files, after loading every one
-/// of them (an error names the key of the file that does not load): a
-/// line per served certificate (its names and expiry), and warnings for
-/// certificates that expire within [`EXPIRY_WARNING_DAYS`] or have.
+/// of them (an error names the key of the file that does not load): see
+/// [`certificate_report`].
 pub fn check_files(
     v: &ketama_config::Validated,
 ) -> Result<(Vec<String>, Vec<String>), ketama_config::ConfigError> {
     let server = ServerTls::load(v)?;
     UpstreamTls::load(v)?;
+    Ok(certificate_report(&v.file, server.as_ref()))
+}
+
+/// A line per served certificate (its names and expiry), and warnings for
+/// certificates that expire within [`EXPIRY_WARNING_DAYS`] or have, of
+/// TLS settings already loaded (`file` names the config in warnings).
+pub fn certificate_report(file: &str, server: Option<&ServerTls>) -> (Vec<String>, Vec<String>) {
     let (mut lines, mut warnings) = (Vec::new(), Vec::new());
     for (i, c) in server
         .iter()
@@ -82,20 +89,18 @@ pub fn check_files(
         ));
         if left < 0 {
             warnings.push(format!(
-                "{}: tls.certificates[{i}].cert_file: {} expired on {}: renew it; clients refuse it",
-                v.file,
+                "{file}: tls.certificates[{i}].cert_file: {} expired on {}: renew it; clients refuse it",
                 c.cert_file,
                 rfc3339(c.facts.not_after)
             ));
         } else if left < EXPIRY_WARNING_DAYS * 86_400 {
             warnings.push(format!(
-                "{}: tls.certificates[{i}].cert_file: {} expires on {} (in {} days): renew it, then reload",
-                v.file,
+                "{file}: tls.certificates[{i}].cert_file: {} expires on {} (in {} days): renew it, then reload",
                 c.cert_file,
                 rfc3339(c.facts.not_after),
                 left / 86_400
             ));
         }
     }
-    Ok((lines, warnings))
+    (lines, warnings)
 }

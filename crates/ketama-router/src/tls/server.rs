@@ -8,7 +8,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ketama_config::{ConfigError, Validated};
-use pingora::listeners::tls::Acceptor;
 use rustls::server::{
     ClientHello, NoServerSessionStorage, ResolvesServerCert, WebPkiClientVerifier,
 };
@@ -28,8 +27,8 @@ pub struct CertificateInfo {
 
 /// Everything the TLS listeners need, built from one config.
 pub struct ServerTls {
-    /// Pingora's acceptor around the rustls config.
-    pub acceptor: Acceptor,
+    /// The acceptor around the rustls config.
+    pub acceptor: tokio_rustls::TlsAcceptor,
     /// The handshake deadline, from the accept.
     pub handshake_timeout: Duration,
     /// The certificates in config order (the first is the default).
@@ -170,7 +169,7 @@ impl ServerTls {
             config.send_tls13_tickets = 0;
         }
         Ok(Some(ServerTls {
-            acceptor: Acceptor::from_server_config(Arc::new(config)),
+            acceptor: tokio_rustls::TlsAcceptor::from(Arc::new(config)),
             handshake_timeout: Duration::from_millis(t.handshake_timeout_ms),
             certificates,
         }))
