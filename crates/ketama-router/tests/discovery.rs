@@ -339,11 +339,9 @@ fn static_and_discovered_backends_unite_and_a_dead_source_does_not_stop_a_start(
 
     // A source that never answers: with static backends the router starts
     // and says so; without, it refuses with a clear message.
-    let dead = UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // A port dnsmasq takes later (below the ephemeral range, so no
+    // connection holds it meanwhile).
+    let dead = common::dns::free_udp_port();
     let (r, dir, _) = router(dead, &[origins[0].addr()], "", "");
     assert_eq!(get(&r, "/x").status, 200);
     let log = std::fs::read_to_string(dir.path().join("router.log")).unwrap();

