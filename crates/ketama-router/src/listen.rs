@@ -1,8 +1,10 @@
 //! The router's listening sockets: bound by the router itself at start
 //! (so an address in use is a start-up error naming its key), or taken
 //! over from the process a graceful upgrade replaces, then accepted in a
-//! Pingora service of the router's own, which hands each connection to a
-//! Pingora [`ServerApp`] (the connection guard, the admin API).
+//! Pingora service of the router's own, which hands each connection's
+//! socket to a [`Serve`] (the connection guard, which makes Pingora
+//! streams only for what Pingora serves; the admin API, a Pingora app,
+//! through [`PingoraApp`]).
 //!
 //! Each listener says where it listens, in one log line at start
 //! (`listening`, with its config key and the address bound): an address
@@ -76,6 +78,44 @@ pub fn bind_all(endpoints: &[Endpoint]) -> anyhow::Result<Vec<std::net::TcpListe
     endpoints.iter().map(bind).collect()
 }
 
+/// What serves an accepted connection.
+#[async_trait]
+pub trait Serve: Send + Sync + 'static {
+    /// Serves `tcp`, from `peer`, until it closes.
+    async fn serve(
+        self: Arc<Self>,
+        tcp: tokio::net::TcpStream,
+        peer: SocketAddr,
+        shutdown: ShutdownWatch,
+    );
+    /// After the listeners stopped accepting (see Pingora's
+    /// `ServerApp::cleanup`).
+    async fn cleanup(&self) {}
+}
+
+/// A Pingora app served on the router's listeners: each connection as the
+/// Pingora stream its listeners would have made.
+pub struct PingoraApp<A>(pub Arc<A>);
+
+#[async_trait]
+impl<A: ServerApp + Send + Sync + 'static> Serve for PingoraApp<A> {
+    async fn serve(
+        self: Arc<Self>,
+        tcp: tokio::net::TcpStream,
+        peer: SocketAddr,
+        shutdown: ShutdownWatch,
+    ) {
+        let mut next = self.0.process_new(stream(tcp, peer), &shutdown).await;
+        while let Some(s) = next {
+            next = self.0.process_new(s, &shutdown).await;
+        }
+    }
+
+    async fn cleanup(&self) {
+        self.0.cleanup().await;
+    }
+}
+
 /// A Pingora service of the router's own that accepts on its endpoints
 /// and hands each connection to `app`; see the module docs.
 pub struct Listening<A> {
@@ -133,7 +173,7 @@ fn take(
 }
 
 #[async_trait]
-impl<A: ServerApp + Send + Sync + 'static> Service for Listening<A> {
+impl<A: Serve> Service for Listening<A> {
     async fn start_service(
         &mut self,
         fds: Option<ListenFds>,
@@ -180,7 +220,7 @@ impl<A: ServerApp + Send + Sync + 'static> Service for Listening<A> {
 
 /// Accepts until the server shuts down (or hands over), each connection
 /// served on a task of its own.
-async fn accept_loop<A: ServerApp + Send + Sync + 'static>(
+async fn accept_loop<A: Serve>(
     listener: Arc<tokio::net::TcpListener>,
     app: Arc<A>,
     mut shutdown: ShutdownWatch,
@@ -197,13 +237,8 @@ async fn accept_loop<A: ServerApp + Send + Sync + 'static>(
         };
         match accepted {
             Ok((tcp, peer)) => {
-                let (app, shutdown) = (app.clone(), shutdown.clone());
-                tokio::spawn(async move {
-                    let mut next = app.process_new(stream(tcp, peer), &shutdown).await;
-                    while let Some(s) = next {
-                        next = app.process_new(s, &shutdown).await;
-                    }
-                });
+                let _ = tcp.set_nodelay(true);
+                tokio::spawn(app.clone().serve(tcp, peer, shutdown.clone()));
             }
             // Out of descriptors: accept would fail again at once; let
             // connections close first, as Pingora's own listeners do.
@@ -216,18 +251,34 @@ async fn accept_loop<A: ServerApp + Send + Sync + 'static>(
     }
 }
 
-/// An accepted socket as the Pingora stream its apps take: no read
-/// buffer (the HTTP/1 session reads into its own), Pingora's default
-/// 1460-byte write buffer, `TCP_NODELAY`, and its socket digest with the
-/// peer's address.
-fn stream(tcp: tokio::net::TcpStream, peer: SocketAddr) -> pingora::protocols::Stream {
-    let mut s = L4Stream::from(tcp);
-    if let Err(e) = s.set_nodelay() {
-        tracing::debug!("TCP_NODELAY: {e}");
-    }
-    s.set_buffer(pingora::protocols::l4::stream::L4BufferSettings::default().read(0));
-    let digest = SocketDigest::from_raw_fd(s.as_raw_fd());
+/// The socket digest Pingora keeps of a connection: its descriptor and
+/// the peer's address (`X-Forwarded-For`, the access log).
+pub fn socket_digest(tcp: &tokio::net::TcpStream, peer: SocketAddr) -> SocketDigest {
+    let digest = SocketDigest::from_raw_fd(tcp.as_raw_fd());
     let _ = digest.peer_addr.set(Some(peer.into()));
+    digest
+}
+
+/// An accepted socket (`TCP_NODELAY` set) as the Pingora stream its apps
+/// take: no read buffer (the HTTP/1 session reads into its own),
+/// Pingora's default 1460-byte write buffer, its socket digest; `early`
+/// bytes already read from it are read again first.
+pub fn stream_with(
+    tcp: tokio::net::TcpStream,
+    peer: SocketAddr,
+    early: &[u8],
+) -> pingora::protocols::l4::stream::Stream {
+    let digest = socket_digest(&tcp, peer);
+    let mut s = L4Stream::from(tcp);
+    s.set_buffer(pingora::protocols::l4::stream::L4BufferSettings::default().read(0));
     s.set_socket_digest(digest);
-    Box::new(s)
+    if !early.is_empty() {
+        s.rewind(early);
+    }
+    s
+}
+
+/// [`stream_with`] and nothing read yet, boxed as Pingora's apps take it.
+pub fn stream(tcp: tokio::net::TcpStream, peer: SocketAddr) -> pingora::protocols::Stream {
+    Box::new(stream_with(tcp, peer, &[]))
 }

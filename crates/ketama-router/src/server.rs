@@ -218,7 +218,16 @@ pub fn build(
     };
     let mut proxy = pingora::proxy::http_proxy(&server.configuration, router);
     (proxy.server_options, proxy.h2_options) = h2;
-    let guard = Guarded::new(proxy, default_max, cell.reader(), metrics.clone());
+    // The router's own HTTP/1 engine, while it is not the default.
+    let engine = crate::http1::enabled().then(|| {
+        tracing::info!("HTTP/1 is served by the router's own engine (KETAMA_HTTP1=engine)");
+        Arc::new(crate::http1::Engine {
+            routing: cell.reader(),
+            metrics: metrics.clone(),
+            access_log: access_log.clone(),
+        })
+    });
+    let guard = Guarded::new(proxy, default_max, cell.reader(), metrics.clone(), engine);
     if !tls_endpoints.is_empty() {
         server.add_service(Listening::new(
             "ketama tls",
@@ -245,7 +254,9 @@ pub fn build(
         "ketama admin",
         admin_endpoints,
         admin_bound,
-        Arc::new(HttpServer::new_app(admin)),
+        Arc::new(crate::listen::PingoraApp(Arc::new(HttpServer::new_app(
+            admin,
+        )))),
     ));
     server.add_service(background_service(
         "health checks",

@@ -12,7 +12,9 @@ use std::time::Instant;
 
 use ketama_router::health::HealthRegistry;
 use ketama_router::metrics::Metrics;
-use ketama_router::proxy::{add_forwarded_headers, add_response_headers, choose, decide_with_rule};
+use ketama_router::proxy::{
+    add_forwarded_headers, add_response_headers, choose, decide, PingoraRequest,
+};
 use ketama_router::state::{Files, RoutingState};
 use pingora::http::{RequestHeader, ResponseHeader};
 
@@ -115,7 +117,7 @@ fn routing_a_request_allocates_nothing() {
             let mut chosen = 0usize;
             held.clear();
             for req in &requests {
-                let (mut route, _) = decide_with_rule(req, None, state).unwrap();
+                let (mut route, _) = decide(&PingoraRequest { req, sent: None }, state).unwrap();
                 metrics.lookup(route.version());
                 let c = choose(state, &mut route)
                     .unwrap()

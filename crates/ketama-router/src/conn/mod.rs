@@ -29,36 +29,27 @@
 //! is Pingora's per-read timeout, set by the proxy on each request; on
 //! HTTP/2 per stream, through the pingora-core patch in `vendor/`.
 
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use std::net::SocketAddr;
+
 use async_trait::async_trait;
-use pingora::apps::{HttpServerApp, ServerApp};
+use pingora::apps::HttpServerApp;
 use pingora::protocols::http::ServerSession;
-use pingora::protocols::{Ssl, Stream, ALPN};
+use pingora::protocols::ALPN;
 use pingora::server::ShutdownWatch;
+use tokio::net::TcpStream;
 
 use crate::metrics::Metrics;
 use crate::state::StateReader;
 
 mod h2scan;
+mod paths;
 pub mod timed;
 
+use timed::Limits;
 pub use timed::{Clock, Timed};
-use timed::{Limits, BAD_LINE, BAD_VERSION, LINE_TOO_LONG, TIMED_OUT, TOO_LARGE};
-
-/// What every listener's guard shares (the open connections' count is
-/// the metrics', one for the whole router).
-#[derive(Debug)]
-struct Counts {
-    /// Connections reading a request head now (see `cleanup`).
-    heads: Arc<timed::Heads>,
-    /// Set at shutdown (see `cleanup`): idle connections close.
-    closing: std::sync::atomic::AtomicBool,
-    /// Wakes the idle connections when `closing` is set.
-    close_idle: tokio::sync::Notify,
-}
 
 /// Pingora's HTTP proxy behind a connection limit, TLS, protocol choice
 /// and head/idle deadlines. The limits and certificates are the current
@@ -68,31 +59,33 @@ pub struct Guarded<A> {
     inner: Arc<A>,
     /// The limit when the config sets none (derived from the file limit).
     default_max_connections: usize,
-    counts: Arc<Counts>,
+    counts: Arc<crate::drain::Drain>,
     /// Whether this guard's listeners speak TLS.
     tls: bool,
     /// The current limits and certificates.
     routing: StateReader,
     /// Refusals are counted here.
     metrics: Arc<Metrics>,
+    /// The router's own HTTP/1 engine, when it serves HTTP/1 (see
+    /// [`crate::http1::enabled`]).
+    engine: Option<Arc<crate::http1::Engine>>,
 }
 
 impl<A> Guarded<A> {
-    /// Wraps an HTTP app, for plain listeners.
+    /// Wraps an HTTP app, for plain listeners; HTTP/1 goes to `engine`
+    /// when given.
     pub fn new(
         inner: A,
         default_max_connections: usize,
         routing: StateReader,
         metrics: Arc<Metrics>,
+        engine: Option<Arc<crate::http1::Engine>>,
     ) -> Self {
         Guarded {
+            engine,
             inner: Arc::new(inner),
             default_max_connections,
-            counts: Arc::new(Counts {
-                heads: Arc::default(),
-                closing: Default::default(),
-                close_idle: Default::default(),
-            }),
+            counts: Arc::default(),
             tls: false,
             routing,
             metrics,
@@ -108,6 +101,7 @@ impl<A> Guarded<A> {
             tls: true,
             routing: self.routing.clone(),
             metrics: self.metrics.clone(),
+            engine: self.engine.clone(),
         }
     }
 }
@@ -205,7 +199,7 @@ impl<A> Guarded<A> {
         let closing = self.counts.close_idle.notified();
         tokio::pin!(closing);
         closing.as_mut().enable();
-        if self.counts.closing.load(Relaxed) {
+        if self.counts.is_closing() {
             return false;
         }
         tokio::select! {
@@ -226,12 +220,8 @@ impl Drop for Slot<'_> {
 }
 
 #[async_trait]
-impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
-    async fn process_new(
-        self: &Arc<Self>,
-        stream: Stream,
-        shutdown: &ShutdownWatch,
-    ) -> Option<Stream> {
+impl<A: HttpServerApp + Send + Sync + 'static> crate::listen::Serve for Guarded<A> {
+    async fn serve(self: Arc<Self>, mut tcp: TcpStream, peer: SocketAddr, shutdown: ShutdownWatch) {
         let open = self.metrics.connection_opened();
         let _slot = Slot(&self.metrics);
         let state = self.routing.state();
@@ -248,59 +238,71 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
             .unwrap_or(self.default_max_connections);
         let h2c = server.h2c && !self.tls;
         let tls = if self.tls { state.tls.clone() } else { None };
+        // With `[upstream_tls] h2`, HTTP/1 requests go through Pingora's
+        // proxy (its HTTP/2 client).
+        let engine = self.engine.clone().filter(|_| !state.upstream_tls.h2());
         drop(state);
         if open > max {
             // Closed at once: the client sees the end of the connection
             // instead of a connection that hangs.
             self.metrics.client_error("connection_limit");
-            return None;
+            return;
         }
-        let stream: Stream = match (self.tls, tls) {
-            (false, _) => stream,
+        if self.tls {
             // A TLS listener whose config lost [tls] (refused by reloads:
             // tls.listen needs a restart), so never; close.
-            (true, None) => return None,
+            let Some(tls) = tls else { return };
+            let socket = Arc::new(crate::listen::socket_digest(&tcp, peer));
             // Boxed: the handshake's state is freed when it ends instead of
             // living in this connection's future until it closes.
-            (true, Some(tls)) => {
-                match Box::pin(crate::tls::handshake::accept(&tls, stream)).await {
-                    Ok(s) => Box::new(s),
-                    Err(reason) => {
-                        self.metrics.tls_handshake_failed(reason);
-                        return None;
-                    }
+            let s = match Box::pin(crate::tls::handshake::accept(&tls, tcp, socket)).await {
+                Ok(s) => s,
+                Err(reason) => {
+                    self.metrics.tls_handshake_failed(reason);
+                    return;
+                }
+            };
+            let h2 = matches!(s.alpn(), Some(ALPN::H2));
+            match engine {
+                Some(e) if !h2 => {
+                    let io = crate::http1::io::ClientIo::Tls(Box::new(s.into_inner()));
+                    self.serve_engine(&e, io, peer, Vec::new()).await;
+                }
+                _ => {
+                    self.serve_pingora(Box::new(s), limits, false, pipelining, &shutdown)
+                        .await
                 }
             }
+            return;
+        }
+        let Some(e) = engine else {
+            let stream = crate::listen::stream(tcp, peer);
+            self.serve_pingora(stream, limits, h2c, pipelining, &shutdown)
+                .await;
+            return;
         };
-        let clock = Arc::new(Clock::new(limits, self.counts.heads.clone()));
-        let mut timed = Timed::new(stream, clock.clone());
-        // `None`: the client left, or was too slow, before it said which.
-        let h2 = if h2c {
-            timed.sniff_preface().await.ok()
-        } else {
-            Some(matches!(timed.selected_alpn_proto(), Some(ALPN::H2)))
-        };
-        match h2 {
-            Some(true) => {
-                timed.speak_h2();
-                // Pingora's own HTTP/2 path: it sees ALPN h2 (or, for h2c,
-                // the preface this guard read, marked as h2) and serves
-                // each stream as a task of its own.
-                ServerApp::process_new(&self.inner, Box::new(timed), shutdown).await;
+        let mut early = Vec::new();
+        if h2c {
+            match paths::sniff(&mut tcp, &mut early, limits.header_timeout).await {
+                Some(true) => {
+                    // Pingora's HTTP/2, which reads the preface again.
+                    let stream = Box::new(crate::listen::stream_with(tcp, peer, &early));
+                    self.serve_pingora(stream, limits, true, pipelining, &shutdown)
+                        .await;
+                    return;
+                }
+                Some(false) => {}
+                None => {
+                    self.metrics.client_error("header_timeout");
+                    return;
+                }
             }
-            Some(false) => self.serve_http1(timed, &clock, shutdown, pipelining).await,
-            None => {}
         }
-        match clock.refused() {
-            TIMED_OUT => self.metrics.client_error("header_timeout"),
-            TOO_LARGE => self.metrics.client_error("head_too_large"),
-            LINE_TOO_LONG => self.metrics.client_error("request_line_too_long"),
-            BAD_LINE | BAD_VERSION => self.metrics.client_error("bad_request_line"),
-            _ => {}
-        }
-        None
+        let io = crate::http1::io::ClientIo::Plain(tcp);
+        self.serve_engine(&e, io, peer, early).await;
     }
 
+    /// At shutdown (after the listeners stopped accepting), Pingora aborts
     /// At shutdown (after the listeners stopped accepting), Pingora aborts
     /// every connection still waiting for a request head. A connection
     /// accepted just before, whose request is on its way, would lose it:
@@ -324,8 +326,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> ServerApp for Guarded<A> {
         self.counts.heads.until_none(deadline).await;
         // Idle keep-alive connections wait in this guard, not in Pingora
         // (see serve_http1): they close here, as Pingora closes its own.
-        self.counts.closing.store(true, Relaxed);
-        self.counts.close_idle.notify_waiters();
+        self.counts.close_idle();
         self.inner.http_cleanup().await;
     }
 }

@@ -27,6 +27,9 @@
 
 use crate::state::Backend;
 
+pub mod end;
+pub mod route;
+
 /// How far an attempt at a backend got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Stage {

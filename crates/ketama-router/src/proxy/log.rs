@@ -1,20 +1,14 @@
-//! What a request leaves behind when it ends: its backend's counters and
-//! passive health, the per-attempt upstream time, the sampled selection
-//! trace and the access log line.
+//! What a request leaves behind when it ends on Pingora's path: the
+//! per-attempt upstream time here, the rest as every path records it
+//! ([`crate::policy::end`]).
 
-use std::cell::RefCell;
-use std::time::{Instant, SystemTime};
+use std::time::Instant;
 
 use pingora::proxy::Session;
 use pingora::{Error, ErrorSource};
 
 use super::{Ctx, Router};
-use crate::access_log::line::{self, Entry};
-
-thread_local! {
-    /// Where an access log line is formatted: one buffer per thread, reused.
-    static LINE: RefCell<String> = const { RefCell::new(String::new()) };
-}
+use crate::policy::end::Ended;
 
 /// The protocol as nginx's `$server_protocol` writes it.
 fn protocol(v: http::Version) -> &'static str {
@@ -42,7 +36,8 @@ impl Router {
         ctx.upstream_time = Some(d);
     }
 
-    /// Pingora's `logging` hook; see the module docs.
+    /// Pingora's `logging` hook: the request's end, as
+    /// [`crate::policy::end::record`] records every path's.
     pub(super) fn request_ended(&self, session: &mut Session, e: Option<&Error>, ctx: &mut Ctx) {
         self.attempt_ended(ctx);
         let status = session.response_written().map_or(0, |r| r.status.as_u16());
@@ -52,53 +47,24 @@ impl Router {
             Some(s) => s.clone(),
             None => self.routing.state(),
         };
-        if let (Some(n), Some(started)) = (ctx.backend, ctx.started) {
-            let b = &state.backends[n];
-            let seconds = started.elapsed().as_secs_f64();
-            match (ctx.upstream_status, e.map(|e| e.esource())) {
-                // The backend answered: its status, whatever came after.
-                (Some(s), _) => {
-                    b.metrics.count(s, seconds);
-                    b.health.record_success();
-                }
-                // It failed itself: no response.
-                (None, Some(ErrorSource::Upstream)) => b.metrics.count(0, seconds),
-                // The client failed (counted as a client error) or nothing
-                // reached the backend: not the backend's request.
-                _ => {}
-            }
-        }
-        let backend = ctx
-            .backend
-            .map_or("", |n| state.backends[n].server.as_str());
-        let ring = ctx.route.as_ref().map_or("", |r| r.version().name());
-        let sample = state.validated.config.server.trace_sample;
-        if sample > 0.0 {
-            let hash = ctx.route.as_ref().map_or(0, |r| r.hash());
-            // Sample by the key hash's low bits: cheap and spread evenly.
-            let draw = (hash.wrapping_mul(0x9E37_79B9) >> 8) as f64 / (1u32 << 24) as f64;
-            if draw < sample {
-                tracing::info!(
-                    key_hash = hash,
-                    ring = if ring.is_empty() { "-" } else { ring },
-                    backend = if backend.is_empty() { "-" } else { backend },
-                    attempts = ctx.attempts(),
-                    status,
-                    "backend selection"
-                );
-            }
-        }
-        let Some(log) = &state.validated.config.access_log else {
-            return;
-        };
-        let began = ctx.began.unwrap_or_else(Instant::now);
-        let duration = began.elapsed();
         let req = session.req_header();
         let header = |name: http::header::HeaderName| {
             req.headers.get(name).map_or(&b""[..], |v| v.as_bytes())
         };
-        let entry = Entry {
-            start: SystemTime::now() - duration,
+        let ended = Ended {
+            state: &state,
+            route: ctx.route.as_ref(),
+            rule: ctx.rule,
+            backend: ctx.backend,
+            started: ctx.started,
+            upstream_status: ctx.upstream_status,
+            upstream_failed: e.is_some_and(|e| *e.esource() == ErrorSource::Upstream),
+            attempts: ctx.attempts(),
+            spills: ctx.spills,
+            upstream_time: ctx.upstream_time,
+            began: ctx.began.unwrap_or_else(Instant::now),
+            status,
+            bytes_sent: session.as_downstream().body_bytes_sent() as u64,
             client: session
                 .client_addr()
                 .and_then(|a| a.as_inet())
@@ -106,24 +72,9 @@ impl Router {
             method: req.method.as_str(),
             uri: ctx.sent.as_ref().map_or(req.raw_path(), |s| &s.forward[..]),
             protocol: protocol(req.version),
-            status,
-            bytes_sent: session.as_downstream().body_bytes_sent() as u64,
-            duration,
-            backend,
-            ring,
-            attempts: ctx.attempts(),
-            upstream: ctx.upstream_time,
-            spilled: ctx.spills,
-            labels: ctx
-                .rule
-                .map_or(&[][..], |i| &state.plan.rules[i].labels[..]),
             referer: header(http::header::REFERER),
             user_agent: header(http::header::USER_AGENT),
         };
-        LINE.with(|buf| {
-            let mut buf = buf.borrow_mut();
-            line::format(&mut buf, log.format, &entry);
-            self.access_log.push(buf.as_bytes());
-        });
+        crate::policy::end::record(&ended, &self.access_log);
     }
 }

@@ -33,7 +33,10 @@ mod failure;
 mod log;
 mod route;
 
-pub use route::{choose, decide_with_rule, matching_rule, with_sent_routing_key, Choice};
+pub use crate::policy::route::{
+    choose, decide, matching_rule, with_routing_key, Choice, RequestView,
+};
+pub use route::PingoraRequest;
 
 /// The Pingora proxy logic.
 pub struct Router {
@@ -251,7 +254,12 @@ impl ProxyHttp for Router {
     async fn upstream_peer(&self, session: &mut Session, ctx: &mut Ctx) -> Result<Box<HttpPeer>> {
         if ctx.route.is_none() {
             let state = ctx.state.get_or_insert_with(|| self.routing.state());
-            let (route, rule) = decide_with_rule(session.req_header(), ctx.sent.as_ref(), state)?;
+            let view = PingoraRequest {
+                req: session.req_header(),
+                sent: ctx.sent.as_ref(),
+            };
+            let (route, rule) = decide(&view, state)
+                .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))?;
             self.metrics.lookup(route.version());
             ctx.route = Some(route);
             ctx.rule = rule;
@@ -263,7 +271,9 @@ impl ProxyHttp for Router {
         // A retry's old slot goes back before the next is taken.
         ctx.slot = None;
         ctx.upstream_time = None;
-        let chosen = match choose(state, route)? {
+        let chosen = match choose(state, route)
+            .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))?
+        {
             Some(c) => {
                 ctx.spills += c.spills;
                 ctx.slot = c.slot;

@@ -15,8 +15,12 @@ fn req(target: &str, headers: &[(&str, &str)]) -> RequestHeader {
     r
 }
 
+fn view(r: &RequestHeader) -> PingoraRequest<'_> {
+    PingoraRequest { req: r, sent: None }
+}
+
 fn key_of(r: &RequestHeader, key: &Key) -> Vec<u8> {
-    with_sent_routing_key(r, None, key, |k| k.to_vec())
+    with_routing_key(&PingoraRequest { req: r, sent: None }, key, |k| k.to_vec())
 }
 
 #[test]
@@ -109,21 +113,34 @@ fn label_rules_match_as_documented() {
     );
     // Host: the port stripped, ASCII case ignored.
     assert_eq!(
-        matching_rule(&req("/", &[("host", "eu.EXAMPLE:8443")]), &s),
+        matching_rule(&view(&req("/", &[("host", "eu.EXAMPLE:8443")])), &s),
         Some(0)
     );
     assert_eq!(
-        matching_rule(&req("/", &[("host", "eu.example.org")]), &s),
+        matching_rule(&view(&req("/", &[("host", "eu.example.org")])), &s),
         None
     );
     // Header: the exact value.
-    assert_eq!(matching_rule(&req("/", &[("x-region", "us")]), &s), Some(1));
-    assert_eq!(matching_rule(&req("/", &[("x-region", "US")]), &s), None);
+    assert_eq!(
+        matching_rule(&view(&req("/", &[("x-region", "us")])), &s),
+        Some(1)
+    );
+    assert_eq!(
+        matching_rule(&view(&req("/", &[("x-region", "US")])), &s),
+        None
+    );
     // The first rule that matches wins.
     let both = req("/", &[("host", "eu.example"), ("x-region", "us")]);
-    assert_eq!(matching_rule(&both, &s), Some(0));
+    assert_eq!(matching_rule(&view(&both), &s), Some(0));
     // The rule's requirement routes to its label only.
-    let (mut route, _) = decide_with_rule(&both, None, &s).unwrap();
+    let (mut route, _) = decide(
+        &PingoraRequest {
+            req: &both,
+            sent: None,
+        },
+        &s,
+    )
+    .unwrap();
     let n = s.plan.table.next(&mut route).unwrap().unwrap();
     assert_eq!(s.backends[n].server, "127.0.0.1:9001");
     assert_eq!(s.plan.table.next(&mut route).unwrap(), None);
@@ -166,7 +183,16 @@ fn a_target_as_sent_is_the_key() {
         authority: Some(b"example.test".to_vec()),
         absolute: Some(b"http://example.test?q#f".to_vec()),
     };
-    let key = |k: &Key| with_sent_routing_key(&r, Some(&sent), k, |b| b.to_vec());
+    let key = |k: &Key| {
+        with_routing_key(
+            &PingoraRequest {
+                req: &r,
+                sent: Some(&sent),
+            },
+            k,
+            |b| b.to_vec(),
+        )
+    };
     assert_eq!(key(&Key::PathQuery), b"?q#f");
     // HAProxy's `balance uri` hashes the target as sent, up to its `?`.
     let uri = |u| Key::HaproxyUri(u);
@@ -184,7 +210,14 @@ fn a_target_as_sent_is_the_key() {
     assert_eq!(key(&Key::Path), b"/");
     assert_eq!(key(&Key::HostPath), b"example.test?q#f");
     assert_eq!(
-        with_sent_routing_key(&r, None, &Key::PathQuery, |b| b.to_vec()),
+        with_routing_key(
+            &PingoraRequest {
+                req: &r,
+                sent: None
+            },
+            &Key::PathQuery,
+            |b| b.to_vec()
+        ),
         b"/x?q"
     );
 }

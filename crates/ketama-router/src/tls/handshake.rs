@@ -1,8 +1,10 @@
 //! A TLS handshake on a client connection: under its deadline, with its
 //! failure reason for `ketama_tls_handshake_failures_total{reason}`.
 
-use pingora::protocols::l4::stream::Stream as L4Stream;
-use pingora::protocols::Stream;
+use std::sync::Arc;
+
+use pingora::protocols::SocketDigest;
+use tokio::net::TcpStream;
 
 use super::stream::ServerTlsStream;
 use super::ServerTls;
@@ -53,22 +55,21 @@ impl Failure {
     }
 }
 
-/// Runs the server side of a handshake on an accepted connection.
-pub async fn accept(tls: &ServerTls, stream: Stream) -> Result<ServerTlsStream, Failure> {
-    // The router's listeners hand over Pingora's TCP stream type; anything
-    // else cannot take TLS here.
-    let tcp = stream
-        .into_any()
-        .downcast::<L4Stream>()
-        .map_err(|_| Failure::Other)?;
-    match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(*tcp)).await {
+/// Runs the server side of a handshake on an accepted connection, within
+/// the handshake timeout.
+pub async fn accept(
+    tls: &ServerTls,
+    tcp: TcpStream,
+    socket: Arc<SocketDigest>,
+) -> Result<ServerTlsStream, Failure> {
+    match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(tcp)).await {
         Err(_) => Err(Failure::Timeout),
         Ok(Err(e)) => {
             let f = Failure::of(&e);
             tracing::debug!(reason = f.name(), "TLS handshake failed: {e}");
             Err(f)
         }
-        Ok(Ok(s)) => Ok(ServerTlsStream::new(s)),
+        Ok(Ok(s)) => Ok(ServerTlsStream::new(s, socket)),
     }
 }
 

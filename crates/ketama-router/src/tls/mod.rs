@@ -13,6 +13,7 @@
 //!   certificate, h2), applied to the peer of each backend with
 //!   `tls = true`.
 
+mod client;
 pub mod handshake;
 mod server;
 pub mod stream;

@@ -1,8 +1,8 @@
 //! A client's TLS connection as the router accepted it (tokio-rustls over
-//! the accepted TCP stream), wearing Pingora's stream traits so that the
-//! connection guard and Pingora's HTTP/1 and HTTP/2 sessions take it as
-//! they take a plain one: its ALPN choice, a TLS digest (cipher and
-//! version), and the TCP stream's ids and digests.
+//! the accepted TCP socket), wearing Pingora's stream traits so that
+//! Pingora's HTTP/1 and HTTP/2 sessions take it as they take a plain one:
+//! its ALPN choice, a TLS digest (cipher and version), the socket's
+//! digest (its address, for `X-Forwarded-For` and the access log).
 
 use std::io;
 use std::pin::Pin;
@@ -11,25 +11,29 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pingora::protocols::l4::stream::Stream as L4Stream;
+use std::os::fd::AsRawFd;
+
 use pingora::protocols::tls::SslDigest;
+use pingora::protocols::SocketDigest;
 use pingora::protocols::{
     GetProxyDigest, GetSocketDigest, GetTimingDigest, Peek, Shutdown, Ssl, UniqueID, UniqueIDType,
     ALPN,
 };
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
 
 /// The server side of a finished TLS handshake.
 pub struct ServerTlsStream {
-    inner: tokio_rustls::server::TlsStream<L4Stream>,
+    inner: tokio_rustls::server::TlsStream<TcpStream>,
     digest: Arc<SslDigest>,
+    socket: Arc<SocketDigest>,
     alpn: Option<ALPN>,
 }
 
 impl std::fmt::Debug for ServerTlsStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ServerTlsStream")
-            .field("tcp", self.tcp())
+            .field("tcp", self.inner.get_ref().0)
             .field("alpn", &self.alpn)
             .finish_non_exhaustive()
     }
@@ -38,7 +42,10 @@ impl std::fmt::Debug for ServerTlsStream {
 impl ServerTlsStream {
     /// Wraps a finished handshake: its ALPN choice and digest are read
     /// once here.
-    pub fn new(inner: tokio_rustls::server::TlsStream<L4Stream>) -> Self {
+    pub fn new(
+        inner: tokio_rustls::server::TlsStream<TcpStream>,
+        socket: Arc<SocketDigest>,
+    ) -> Self {
         let session = inner.get_ref().1;
         let alpn = match session.alpn_protocol() {
             Some(b"h2") => Some(ALPN::H2),
@@ -57,12 +64,19 @@ impl ServerTlsStream {
         ServerTlsStream {
             inner,
             digest,
+            socket,
             alpn,
         }
     }
 
-    fn tcp(&self) -> &L4Stream {
-        self.inner.get_ref().0
+    /// The ALPN protocol the handshake chose.
+    pub fn alpn(&self) -> Option<&ALPN> {
+        self.alpn.as_ref()
+    }
+
+    /// The TLS stream itself (for the router's HTTP/1 engine).
+    pub fn into_inner(self) -> tokio_rustls::server::TlsStream<TcpStream> {
+        self.inner
     }
 }
 
@@ -117,7 +131,7 @@ impl Shutdown for ServerTlsStream {
 
 impl UniqueID for ServerTlsStream {
     fn id(&self) -> UniqueIDType {
-        self.tcp().id()
+        self.inner.get_ref().0.as_raw_fd()
     }
 }
 
@@ -133,27 +147,27 @@ impl Ssl for ServerTlsStream {
 
 impl GetTimingDigest for ServerTlsStream {
     fn get_timing_digest(&self) -> Vec<Option<pingora::protocols::TimingDigest>> {
-        self.tcp().get_timing_digest()
+        Vec::new()
     }
 
     fn get_read_pending_time(&self) -> Duration {
-        self.tcp().get_read_pending_time()
+        Duration::ZERO
     }
 
     fn get_write_pending_time(&self) -> Duration {
-        self.tcp().get_write_pending_time()
+        Duration::ZERO
     }
 }
 
 impl GetProxyDigest for ServerTlsStream {
     fn get_proxy_digest(&self) -> Option<Arc<pingora::protocols::raw_connect::ProxyDigest>> {
-        self.tcp().get_proxy_digest()
+        None
     }
 }
 
 impl GetSocketDigest for ServerTlsStream {
-    fn get_socket_digest(&self) -> Option<Arc<pingora::protocols::SocketDigest>> {
-        self.tcp().get_socket_digest()
+    fn get_socket_digest(&self) -> Option<Arc<SocketDigest>> {
+        Some(self.socket.clone())
     }
 }
 

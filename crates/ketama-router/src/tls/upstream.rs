@@ -30,6 +30,8 @@ pub struct UpstreamTls {
     h2: bool,
     /// A hash of all of the above, as the pool's group key.
     group_key: u64,
+    /// The same settings for the HTTP/1 engine's own connections.
+    engine: super::client::ClientConfigs,
 }
 
 impl std::fmt::Debug for UpstreamTls {
@@ -49,6 +51,8 @@ impl UpstreamTls {
     pub fn load(v: &Validated) -> Result<UpstreamTls, ConfigError> {
         let u = &v.config.upstream_tls;
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        let mut ca_der = None;
+        let mut client_der = None;
         let ca = match &u.ca_file {
             None => None,
             Some(path) => {
@@ -65,6 +69,7 @@ impl UpstreamTls {
                         .add(c.clone())
                         .map_err(|e| named.err(format!("not a usable CA certificate: {e}")))?;
                 }
+                ca_der = Some(certs.clone());
                 let wrapped: Vec<WrappedX509> = certs
                     .into_iter()
                     .map(|c| WrappedX509::new(c.as_ref().to_vec(), parse_x509))
@@ -91,19 +96,47 @@ impl UpstreamTls {
                     c.as_ref().hash(&mut hasher);
                 }
                 key.secret_der().hash(&mut hasher);
+                client_der = Some((chain.clone(), key.clone_key()));
                 let der: Vec<Vec<u8>> = chain.iter().map(|c| c.as_ref().to_vec()).collect();
                 Some(Arc::new(CertKey::new(der, key.secret_der().to_vec())))
             }
             _ => None,
         };
         (u.verify, u.h2).hash(&mut hasher);
+        let engine =
+            super::client::ClientConfigs::build(ca_der.as_deref(), client_der).map_err(|e| {
+                ConfigError {
+                    file: v.file.clone(),
+                    key: "upstream_tls".into(),
+                    message: format!("cannot build the TLS client settings: {e}"),
+                }
+            })?;
         Ok(UpstreamTls {
+            engine,
             ca,
             client,
             verify: u.verify,
             h2: u.h2,
             group_key: hasher.finish(),
         })
+    }
+
+    /// How the HTTP/1 engine reaches a backend with `sni` (empty: none) at
+    /// `addr`: the rustls settings and the server name.
+    pub fn for_engine(
+        &self,
+        sni: &str,
+        addr: std::net::IpAddr,
+    ) -> (
+        Arc<rustls::ClientConfig>,
+        rustls_pki_types::ServerName<'static>,
+    ) {
+        self.engine.for_backend(sni, self.verify, addr)
+    }
+
+    /// Whether backends are offered HTTP/2 (`[upstream_tls] h2`).
+    pub fn h2(&self) -> bool {
+        self.h2
     }
 
     /// The pool's group key for peers made under these settings.

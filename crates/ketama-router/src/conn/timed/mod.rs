@@ -21,7 +21,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -92,42 +92,6 @@ fn refusal(why: u8) -> (&'static [u8], &'static str) {
     }
 }
 
-/// The connections of a service that are reading a request head, and a
-/// wake-up when none is (a graceful stop waits for those heads).
-#[derive(Debug, Default)]
-pub struct Heads {
-    count: AtomicUsize,
-    none: tokio::sync::Notify,
-}
-
-impl Heads {
-    fn enter(&self) {
-        self.count.fetch_add(1, Relaxed);
-    }
-
-    fn leave(&self) {
-        if self.count.fetch_sub(1, Relaxed) == 1 {
-            self.none.notify_waiters();
-        }
-    }
-
-    /// Waits until no connection is reading a head, or `deadline`.
-    pub async fn until_none(&self, deadline: tokio::time::Instant) {
-        loop {
-            let none = self.none.notified();
-            tokio::pin!(none);
-            none.as_mut().enable();
-            if self.count.load(Relaxed) == 0 {
-                return;
-            }
-            tokio::select! {
-                () = none => {}
-                () = tokio::time::sleep_until(deadline) => return,
-            }
-        }
-    }
-}
-
 /// Which deadline applies to a connection now, shared by the [`Timed`]
 /// stream and the loop that serves its requests.
 #[derive(Debug)]
@@ -145,7 +109,7 @@ pub struct Clock {
     refused: AtomicU8,
     /// Connections in the head phase, of the whole service; this one
     /// counts in it while `in_head`.
-    heads: Arc<Heads>,
+    heads: Arc<crate::drain::Heads>,
     in_head: std::sync::atomic::AtomicBool,
     /// The target of the request being served, as sent, when Pingora's
     /// parser was handed another (see `line`): the proxy routes and
@@ -169,7 +133,7 @@ impl Clock {
         self.refused.load(Relaxed)
     }
 
-    pub(super) fn new(limits: Limits, heads: Arc<Heads>) -> Self {
+    pub(super) fn new(limits: Limits, heads: Arc<crate::drain::Heads>) -> Self {
         heads.enter();
         Clock {
             limits,

@@ -1,0 +1,118 @@
+//! Writing to a client under `send_timeout_ms`, nginx's way: the clock
+//! runs while the client takes no byte, and restarts with every write that
+//! makes progress and every byte the client's TCP acknowledges meanwhile
+//! (the socket wakes a writer only once a third of its send buffer, often
+//! megabytes, has drained, so a slow but steady reader could otherwise go
+//! longer than the timeout between two writes).
+
+use std::io::{self, IoSlice};
+use std::os::fd::AsRawFd;
+use std::time::Duration;
+
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+
+use super::io::ClientIo;
+
+/// Why a write to the client did not finish.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SendError {
+    /// The client took no byte for `send_timeout_ms`.
+    TimedOut,
+    /// The connection failed or closed.
+    Closed,
+}
+
+impl SendError {
+    /// The reason `ketama_client_errors_total` counts it under.
+    pub fn reason(self) -> &'static str {
+        match self {
+            SendError::TimedOut => "send_timeout",
+            SendError::Closed => "client_disconnect",
+        }
+    }
+}
+
+/// Bytes of this connection the client's TCP acknowledged so far.
+fn acked(io: &ClientIo) -> Option<u64> {
+    pingora::protocols::l4::ext::get_tcp_info(io.tcp().as_raw_fd())
+        .ok()
+        .map(|i| i.tcpi_bytes_acked)
+}
+
+/// Writes every byte of `parts`, in order, in as few system calls as the
+/// socket takes them (one `writev` when it takes them all).
+pub async fn send(io: &mut ClientIo, parts: &[&[u8]], timeout: Duration) -> Result<(), SendError> {
+    let mut skip = 0usize;
+    let total: usize = parts.iter().map(|p| p.len()).sum();
+    while skip < total {
+        let mut slices = [IoSlice::new(&[]); 4];
+        let mut n = 0;
+        let mut passed = 0;
+        for p in parts {
+            if passed + p.len() <= skip {
+                passed += p.len();
+                continue;
+            }
+            let from = skip.saturating_sub(passed);
+            if n < slices.len() {
+                slices[n] = IoSlice::new(&p[from..]);
+                n += 1;
+            }
+            passed += p.len();
+        }
+        skip += write_some(io, &slices[..n], timeout).await?;
+    }
+    Ok(())
+}
+
+/// One vectored write that makes progress, under the timeout. A write the
+/// socket takes at once costs nothing more; only one that has to wait
+/// reads how much the client acknowledged (one `getsockopt` then, one per
+/// timeout period after).
+async fn write_some(
+    io: &mut ClientIo,
+    slices: &[IoSlice<'_>],
+    timeout: Duration,
+) -> Result<usize, SendError> {
+    let first = std::future::poll_fn(|cx| {
+        match std::pin::Pin::new(&mut *io).poll_write_vectored(cx, slices) {
+            std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
+            std::task::Poll::Pending => std::task::Poll::Ready(None),
+        }
+    })
+    .await;
+    if let Some(r) = first {
+        return done(r);
+    }
+    let mut since = acked(io);
+    loop {
+        match tokio::time::timeout(timeout, io.write_vectored(slices)).await {
+            Ok(r) => return done(r),
+            Err(_) => {
+                // No write went through for a whole timeout: did the
+                // client take anything meanwhile?
+                let now = acked(io);
+                if now.is_none() || now <= since {
+                    return Err(SendError::TimedOut);
+                }
+                since = now;
+            }
+        }
+    }
+}
+
+fn done(r: io::Result<usize>) -> Result<usize, SendError> {
+    match r {
+        Ok(0) | Err(_) => Err(SendError::Closed),
+        Ok(n) => Ok(n),
+    }
+}
+
+/// Flushes what TLS buffered (nothing to do for plain TCP).
+pub async fn flush(io: &mut ClientIo, timeout: Duration) -> Result<(), SendError> {
+    match tokio::time::timeout(timeout, io.flush()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(_)) => Err(SendError::Closed),
+        Err(_) => Err(SendError::TimedOut),
+    }
+}

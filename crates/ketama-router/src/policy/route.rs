@@ -1,0 +1,160 @@
+//! How a request is routed, in the router's own terms (a
+//! [`RequestView`] of it, whichever path carried it): its key (nginx's
+//! `$request_uri` by default), the label rule it matches, one library call
+//! for its route, and the next healthy backend of that route (below its
+//! load bound, with `[balance]`).
+
+use std::cell::RefCell;
+
+use http::HeaderName;
+use ketama::load::LoadGuard;
+use ketama::Route;
+
+use crate::state::{Key, RoutingState, RuleMatch};
+
+thread_local! {
+    /// Where a `host_path` key is assembled: one buffer per thread, reused,
+    /// so building the key allocates nothing once it has grown.
+    static KEY_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+}
+
+/// What routing reads of a request, whichever path carried it (Pingora's
+/// proxy, HTTP/1 or HTTP/2, or the router's HTTP/1 engine): nothing here
+/// knows where the bytes came from.
+pub trait RequestView {
+    /// nginx's `$request_uri`: the target as sent for origin-form; the
+    /// path and query of an absolute-form target.
+    fn request_uri(&self) -> &[u8];
+    /// The path of the target forwarded, up to its `?` or `#`.
+    fn path(&self) -> &[u8];
+    /// The first value of header `name` (`Host`: an absolute-form
+    /// target's authority stands for it).
+    fn header(&self, name: &HeaderName) -> Option<&[u8]>;
+    /// An absolute-form target as sent, scheme and authority included.
+    fn absolute_target(&self) -> Option<&[u8]> {
+        None
+    }
+    /// HTTP/2's `:scheme` and `:authority`.
+    fn scheme_authority(&self) -> Option<(&str, &str)> {
+        None
+    }
+    /// The URI's host, when the request has no `Host` (HTTP/2).
+    fn uri_host(&self) -> Option<&[u8]> {
+        None
+    }
+}
+
+/// Calls `f` with the request's routing key, without copying it when it
+/// is one piece of the request.
+pub fn with_routing_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(&[u8]) -> R) -> R {
+    match key {
+        Key::PathQuery => f(req.request_uri()),
+        Key::Path => f(req.path()),
+        Key::Header(h) => f(req.header(h).unwrap_or(&[])),
+        // HAProxy falls back to round robin without a value; a ring routes
+        // the empty key, so such requests all go one way.
+        Key::HaproxyHeader(h) => f(req
+            .header(h)
+            .and_then(ketama::haproxy::header_key)
+            .unwrap_or(b"")),
+        Key::HaproxyUri(u) => {
+            if let Some(t) = req.absolute_target() {
+                return f(u.key(t));
+            }
+            match req.scheme_authority() {
+                // HTTP/2: HAProxy hashes scheme://authority/path?query.
+                Some((scheme, authority)) => KEY_BUF.with(|buf| {
+                    let mut buf = buf.borrow_mut();
+                    buf.clear();
+                    buf.extend_from_slice(scheme.as_bytes());
+                    buf.extend_from_slice(b"://");
+                    buf.extend_from_slice(authority.as_bytes());
+                    buf.extend_from_slice(req.request_uri());
+                    f(u.key(&buf))
+                }),
+                None => f(u.key(req.request_uri())),
+            }
+        }
+        Key::HostPath => {
+            let host = req
+                .header(&http::header::HOST)
+                .or_else(|| req.uri_host())
+                .unwrap_or(b"");
+            KEY_BUF.with(|buf| {
+                let mut buf = buf.borrow_mut();
+                buf.clear();
+                buf.extend_from_slice(host);
+                buf.extend_from_slice(req.request_uri());
+                f(&buf)
+            })
+        }
+    }
+}
+
+/// The first label rule the request matches.
+pub fn matching_rule(req: &impl RequestView, state: &RoutingState) -> Option<usize> {
+    state.rules.iter().position(|r| match r {
+        RuleMatch::Host(h) => req
+            .header(&http::header::HOST)
+            .and_then(|v| std::str::from_utf8(v).ok())
+            .map(|v| v.rsplit_once(':').map_or(v, |(host, _)| host))
+            .is_some_and(|v| v.eq_ignore_ascii_case(h)),
+        RuleMatch::Header(name, value) => req.header(name).is_some_and(|v| v == value.as_bytes()),
+    })
+}
+
+/// The routing decision for a request (its key, its rule's requirement,
+/// this router's scope), and the label rule that applied (its index in the
+/// plan's rules).
+pub fn decide(
+    req: &impl RequestView,
+    state: &RoutingState,
+) -> Result<(Route, Option<usize>), ketama::Error> {
+    let plan = &state.plan;
+    let rule = matching_rule(req, state);
+    let need = rule.map(|i| plan.rules[i].need);
+    with_routing_key(req, &state.key, |key| {
+        plan.table.route(key, need, plan.scope.as_deref())
+    })
+    .map(|route| (route, rule))
+}
+
+/// A backend chosen for one attempt.
+#[derive(Debug)]
+pub struct Choice {
+    /// The backend (its index in the routing state).
+    pub node: usize,
+    /// Full backends passed over to reach it (bounded loads).
+    pub spills: u32,
+    /// Its slot in the in-flight counts (bounded loads): hold it until the
+    /// attempt ends.
+    pub slot: Option<LoadGuard>,
+}
+
+/// The route's next healthy backend: the plain failover order, or with
+/// `[balance]` the first one below its load bound (counting a spill on the
+/// first full one). `None` when no backend is left.
+pub fn choose(state: &RoutingState, route: &mut Route) -> Result<Option<Choice>, ketama::Error> {
+    let table = &state.plan.table;
+    let healthy = |n: usize| state.backends[n].health.is_healthy();
+    let Some(b) = &state.balance else {
+        let node = table.next_where(route, healthy)?;
+        return Ok(node.map(|node| Choice {
+            node,
+            spills: 0,
+            slot: None,
+        }));
+    };
+    let w = state.serving_weight(route.need(), route.version());
+    let placed = table.next_bounded(route, &b.loads, b.factor, w, healthy)?;
+    Ok(placed.map(|p| {
+        if let Some(from) = p.from {
+            state.backends[from].metrics.spilled();
+        }
+        Choice {
+            node: p.node,
+            spills: p.spills,
+            slot: Some(p.guard),
+        }
+    }))
+}
