@@ -102,6 +102,7 @@ const TOO_LARGE: Refusal = refusal(
     "the request head is over server.max_header_bytes",
 );
 const BAD_HEADER: Refusal = refusal(400, "bad_framing", "a malformed header line");
+const BAD_CR: Refusal = refusal(400, "bad_framing", "a CR that does not end a line");
 const TOO_MANY: Refusal = refusal(400, "bad_framing", "more than 256 header lines");
 const LENGTH_REPEATED: Refusal = refusal(
     400,
@@ -285,7 +286,8 @@ impl Reader {
                     };
                 }
                 Phase::Line { start } => {
-                    let Some(lf) = self.find_lf(buf) else {
+                    let found = self.find_lf(buf).map_err(|_| BAD_LINE)?;
+                    let Some(lf) = found else {
                         return if buf.len() > self.max_head {
                             Err(LINE_TOO_LONG)
                         } else {
@@ -301,7 +303,7 @@ impl Reader {
                     self.phase = Phase::Headers { line_start: lf + 1 };
                 }
                 Phase::Headers { line_start } => {
-                    let Some(lf) = self.find_lf(buf) else {
+                    let Some(lf) = self.find_lf(buf)? else {
                         return if buf.len() > self.max_head {
                             Err(TOO_LARGE)
                         } else {
@@ -327,15 +329,27 @@ impl Reader {
     }
 
     /// The next LF at or after the scan's position; the scan moves to the
-    /// end of `buf` when there is none, so no byte is searched twice.
-    fn find_lf(&mut self, buf: &[u8]) -> Option<usize> {
-        match buf[self.scanned..].iter().position(|&b| b == b'\n') {
-            Some(i) => Some(self.scanned + i),
-            None => {
-                self.scanned = buf.len();
-                None
+    /// end of `buf` when there is none, so no byte is searched twice. A CR
+    /// followed by anything but LF is refused at once, as nginx and
+    /// httparse refuse it.
+    fn find_lf(&mut self, buf: &[u8]) -> Result<Option<usize>, Refusal> {
+        let from = self.scanned;
+        for (i, &b) in buf[from..].iter().enumerate() {
+            match b {
+                b'\n' => return Ok(Some(from + i)),
+                b'\r' if buf.get(from + i + 1).is_some_and(|&n| n != b'\n') => {
+                    return Err(BAD_CR)
+                }
+                _ => {}
             }
         }
+        // A CR last may yet be followed by its LF: looked at again.
+        self.scanned = if buf.last() == Some(&b'\r') {
+            buf.len() - 1
+        } else {
+            buf.len()
+        };
+        Ok(None)
     }
 
     fn request_line(
