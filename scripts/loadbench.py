@@ -5,7 +5,7 @@ LoadBalancer<KetamaHashing>, given every fair setting) and nginx, over
 loopback origins served by one nginx worker. Prints markdown tables.
 
 Arguments: BIN_DIR SECONDS ROUNDS SECTIONS (comma-separated of throughput,
-alloc, balance, scale, flood, access_log, tls, bodies, conns). The
+alloc, balance, scale, flood, access_log, tls, bodies, conns, cost). The
 figures every section leaves in SUMMARY end in one summary table, and the
 bodies section's in a chart (docs/loadbench-bodies.svg and .png).
 """
@@ -173,12 +173,12 @@ def router_config(port, admin, threads, backends=None, server_extra="", health=T
     return "\n".join(lines) + "\n"
 
 
-def router(port, threads, binary="router", **kw):
+def router(port, threads, binary="router", env=None, **kw):
     admin = free_port()
     conf = os.path.join(W, f"router-{port}.toml")
     with open(conf, "w") as f:
         f.write(router_config(port, admin, threads, **kw))
-    p = spawn([os.path.join(BIN, binary), "--config", conf])
+    p = spawn([os.path.join(BIN, binary), "--config", conf], env=env)
     wait_http(port)
     return p, admin, conf
 
@@ -554,6 +554,10 @@ for section in SECTIONS:
     if section in ("bodies", "conns"):
         import loadbench_bodies
         getattr(loadbench_bodies, section)(sys.modules[__name__])
+        continue
+    if section == "cost":
+        import loadbench_cost
+        loadbench_cost.cost(sys.modules[__name__])
         continue
     {"throughput": throughput, "alloc": alloc, "balance": balance, "scale": scale, "flood": flood,
      "access_log": access_log}[section]()

@@ -63,12 +63,13 @@ def wait_tls(port):
     raise SystemExit(f"loadbench: nothing listens on {port}")
 
 
-def router_tls(lb, port, cert, key, resumption, headers=True):
+def router_tls(lb, port, cert, key, resumption, headers=True, env=None, server_extra=""):
     plain = lb.free_port()
     extra = (f'[tls]\nlisten = ["127.0.0.1:{port}"]\nsession_resumption = {str(resumption).lower()}\n'
              f'[[tls.certificates]]\ncert_file = "{cert}"\nkey_file = "{key}"\n')
-    server_extra = "" if headers else "response_headers = false\nforwarded_headers = false"
-    p, _, _ = lb.router(plain, 1, extra=extra, server_extra=server_extra)
+    if not headers:
+        server_extra += "\nresponse_headers = false\nforwarded_headers = false"
+    p, _, _ = lb.router(plain, 1, env=env, extra=extra, server_extra=server_extra)
     wait_tls(port)
     return p
 

@@ -90,13 +90,13 @@ impl BackgroundService for HealthChecker {
                             let (addr, path, health) = (b.addr, path.clone(), b.health.clone());
                             let server = b.server.clone();
                             let tls = b.tls.as_ref().map(|sni| {
-                                let mut peer = HttpPeer::new(addr, true, sni.clone());
+                                let mut peer = HttpPeer::new(addr, true, sni.to_string());
                                 state.upstream_tls.apply(&mut peer);
                                 peer.options.connection_timeout = Some(timeout);
                                 let host = if sni.is_empty() {
                                     addr.to_string()
                                 } else {
-                                    sni.clone()
+                                    sni.to_string()
                                 };
                                 (peer, host)
                             });

@@ -78,26 +78,25 @@ pub fn bind_all(endpoints: &[Endpoint]) -> anyhow::Result<Vec<std::net::TcpListe
     endpoints.iter().map(bind).collect()
 }
 
-/// What serves an accepted connection.
-#[async_trait]
+/// What serves an accepted connection. Its future is the connection's
+/// task itself (no box): what an idle connection holds is its size.
 pub trait Serve: Send + Sync + 'static {
     /// Serves `tcp`, from `peer`, until it closes.
-    async fn serve(
+    fn serve(
         self: Arc<Self>,
         tcp: tokio::net::TcpStream,
         peer: SocketAddr,
         shutdown: ShutdownWatch,
-    );
+    ) -> impl std::future::Future<Output = ()> + Send + 'static;
     /// After the listeners stopped accepting (see Pingora's
     /// `ServerApp::cleanup`).
-    async fn cleanup(&self) {}
+    fn cleanup(&self) -> impl std::future::Future<Output = ()> + Send;
 }
 
 /// A Pingora app served on the router's listeners: each connection as the
 /// Pingora stream its listeners would have made.
 pub struct PingoraApp<A>(pub Arc<A>);
 
-#[async_trait]
 impl<A: ServerApp + Send + Sync + 'static> Serve for PingoraApp<A> {
     async fn serve(
         self: Arc<Self>,
@@ -112,7 +111,7 @@ impl<A: ServerApp + Send + Sync + 'static> Serve for PingoraApp<A> {
     }
 
     async fn cleanup(&self) {
-        self.0.cleanup().await;
+        self.0.cleanup().await
     }
 }
 

@@ -55,8 +55,8 @@ pub struct Backend {
     /// Its timeouts and passive-health settings.
     pub limits: BackendLimits,
     /// Reached over TLS with this SNI (empty: none, unverified); `None`:
-    /// plain.
-    pub tls: Option<String>,
+    /// plain. Shared: the engine's pool keys hold it by reference count.
+    pub tls: Option<Arc<str>>,
 }
 
 /// A backend's timeouts and passive-health settings: its own where it
@@ -254,7 +254,7 @@ impl RoutingState {
                     // header values; anything else gets none.
                     header: http::HeaderValue::from_str(&b.server)
                         .unwrap_or_else(|_| http::HeaderValue::from_static("-")),
-                    tls: b.tls.clone(),
+                    tls: b.tls.as_deref().map(Arc::from),
                     limits: BackendLimits {
                         connect_timeout: ms(own
                             .and_then(|o| o.connect_timeout_ms)

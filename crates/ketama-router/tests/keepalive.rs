@@ -8,7 +8,8 @@ mod common;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::Duration;
+use std::process::Command;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -136,4 +137,70 @@ fn pipelined_requests_meet_the_limits_one_by_one() {
         1.0,
         "{m}"
     );
+}
+
+/// Connections idle past the engine's warm period are parked (no task of
+/// their own, see `src/http1/park.rs`): each is served when its next
+/// request comes, each is closed at its keep-alive deadline (not before),
+/// and all of them at a graceful stop. Both paths keep these rules.
+#[test]
+fn idle_connections_are_served_closed_on_time_and_at_a_stop() {
+    let origins: Vec<_> = (0..2)
+        .map(|i| ketama_router::origin::Origin::start(i).unwrap())
+        .collect();
+    let addrs: Vec<_> = origins.iter().map(|o| o.addr()).collect();
+    let (mut r, _dir) = router_over(&addrs, "keepalive_timeout_ms = 1500", "");
+    let open = |n: usize| -> Vec<TcpStream> {
+        (0..n)
+            .map(|i| {
+                let mut c = TcpStream::connect(r.proxy).unwrap();
+                c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+                write!(c, "GET /idle/{i} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+                assert_eq!(response(&mut c).0, 200);
+                c
+            })
+            .collect()
+    };
+    let mut conns = open(200);
+    // Idle for longer than the warm period, shorter than the deadline.
+    std::thread::sleep(Duration::from_millis(400));
+    for (i, c) in conns.iter_mut().enumerate() {
+        write!(c, "GET /again/{i} HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    }
+    let answered = Instant::now();
+    for c in &mut conns {
+        assert_eq!(response(c).0, 200, "a parked connection's request");
+    }
+    // Then each closes at its deadline: a clean end, after 1.5 s idle.
+    for c in &mut conns {
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).unwrap(), 0);
+    }
+    let idle = answered.elapsed();
+    assert!(
+        idle >= Duration::from_millis(1400) && idle < Duration::from_secs(5),
+        "{idle:?}"
+    );
+    wait_for(Duration::from_secs(5), || {
+        sample(&metrics_text(&r), "ketama_client_connections") == 0.0
+    });
+
+    // Parked when the router stops: closed at once, not at the deadline.
+    let mut conns = open(50);
+    std::thread::sleep(Duration::from_millis(400));
+    let stopping = Instant::now();
+    Command::new("kill")
+        .args(["-TERM", &r.child.id().to_string()])
+        .status()
+        .unwrap();
+    for c in &mut conns {
+        let mut rest = Vec::new();
+        assert_eq!(c.read_to_end(&mut rest).unwrap(), 0);
+    }
+    assert!(
+        stopping.elapsed() < Duration::from_millis(1400),
+        "{:?}",
+        stopping.elapsed()
+    );
+    let _ = r.child.wait();
 }

@@ -507,3 +507,25 @@ fn rsa_and_sec1_keys_and_full_chains_serve() {
     assert_eq!(tls_get(&mut c, "/rsa").0, 200);
     drop(r);
 }
+
+/// A kept-alive TLS connection waits for its next request under the
+/// keep-alive deadline, not the head's: idle for longer than
+/// `client_header_timeout_ms` (and long enough to be parked), it is still
+/// served, and nothing counts as a header timeout.
+#[test]
+fn an_idle_tls_connection_waits_under_the_keepalive_deadline() {
+    let f = fixture(
+        "client_header_timeout_ms = 300\nkeepalive_timeout_ms = 5000",
+        "",
+    );
+    let mut c = client(f.tls, "a.test", &f.ca.cert, &["http/1.1"], None).unwrap();
+    assert_eq!(tls_get(&mut c, "/one").0, 200);
+    std::thread::sleep(Duration::from_millis(800));
+    assert_eq!(tls_get(&mut c, "/two").0, 200);
+    let m = metrics_text(&f.router);
+    assert_eq!(
+        sample(&m, "ketama_client_errors_total{reason=\"header_timeout\"}"),
+        0.0,
+        "{m}"
+    );
+}

@@ -87,7 +87,7 @@ pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Va
                 "healthy": b.health.is_healthy(),
             });
             if let Some(sni) = &b.tls {
-                v["tls"] = json!({"sni": sni});
+                v["tls"] = json!({"sni": &**sni});
             }
             if let Some(src) = cfg.source {
                 v["address"] = json!(b.addr.to_string());

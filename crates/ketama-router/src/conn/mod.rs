@@ -34,10 +34,8 @@ use std::time::{Duration, Instant};
 
 use std::net::SocketAddr;
 
-use async_trait::async_trait;
 use pingora::apps::HttpServerApp;
 use pingora::protocols::http::ServerSession;
-use pingora::protocols::ALPN;
 use pingora::server::ShutdownWatch;
 use tokio::net::TcpStream;
 
@@ -46,6 +44,7 @@ use crate::state::StateReader;
 
 mod h2scan;
 mod paths;
+use paths::Chosen;
 pub mod timed;
 
 use timed::Limits;
@@ -210,20 +209,15 @@ impl<A> Guarded<A> {
     }
 }
 
-/// Gives a connection's slot back when it ends, however it ends.
-struct Slot<'a>(&'a Metrics);
-
-impl Drop for Slot<'_> {
-    fn drop(&mut self) {
-        self.0.connection_closed();
-    }
-}
-
-#[async_trait]
-impl<A: HttpServerApp + Send + Sync + 'static> crate::listen::Serve for Guarded<A> {
-    async fn serve(self: Arc<Self>, mut tcp: TcpStream, peer: SocketAddr, shutdown: ShutdownWatch) {
-        let open = self.metrics.connection_opened();
-        let _slot = Slot(&self.metrics);
+impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
+    /// One accepted connection: the limit, TLS, the protocol, then its path.
+    async fn serve_connection(
+        self: Arc<Self>,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        shutdown: ShutdownWatch,
+    ) {
+        let (slot, open) = self.metrics.connection_opened();
         let state = self.routing.state();
         let server = &state.validated.config.server;
         let limits = Limits {
@@ -248,68 +242,51 @@ impl<A: HttpServerApp + Send + Sync + 'static> crate::listen::Serve for Guarded<
             self.metrics.client_error("connection_limit");
             return;
         }
-        if self.tls {
-            // A TLS listener whose config lost [tls] (refused by reloads:
-            // tls.listen needs a restart), so never; close.
-            let Some(tls) = tls else { return };
-            let socket = Arc::new(crate::listen::socket_digest(&tcp, peer));
-            // Boxed: the handshake's state is freed when it ends instead of
-            // living in this connection's future until it closes.
-            let s = match Box::pin(crate::tls::handshake::accept(&tls, tcp, socket)).await {
-                Ok(s) => s,
-                Err(reason) => {
-                    self.metrics.tls_handshake_failed(reason);
-                    return;
-                }
-            };
-            let h2 = matches!(s.alpn(), Some(ALPN::H2));
-            match engine {
-                Some(e) if !h2 => {
-                    let io = crate::http1::io::ClientIo::Tls(Box::new(s.into_inner()));
-                    self.serve_engine(&e, io, peer, Vec::new()).await;
-                }
-                _ => {
-                    self.serve_pingora(Box::new(s), limits, false, pipelining, &shutdown)
-                        .await
-                }
-            }
-            return;
-        }
-        let Some(e) = engine else {
-            let stream = crate::listen::stream(tcp, peer);
-            self.serve_pingora(stream, limits, h2c, pipelining, &shutdown)
-                .await;
-            return;
+        // In a future of its own, boxed: the handshake's state and the
+        // h2c check's are freed when they end instead of taking room in
+        // this future for as long as the connection lives.
+        let chosen = {
+            let choose =
+                Box::pin(self.choose(tcp, peer, tls, h2c, engine.is_some(), limits.header_timeout));
+            choose.await
         };
-        let mut early = Vec::new();
-        if h2c {
-            match paths::sniff(&mut tcp, &mut early, limits.header_timeout).await {
-                Some(true) => {
-                    // Pingora's HTTP/2, which reads the preface again.
-                    let stream = Box::new(crate::listen::stream_with(tcp, peer, &early));
-                    self.serve_pingora(stream, limits, true, pipelining, &shutdown)
-                        .await;
-                    return;
-                }
-                Some(false) => {}
-                None => {
-                    self.metrics.client_error("header_timeout");
-                    return;
-                }
+        match (chosen, engine) {
+            (Chosen::Engine(io, early), Some(e)) => {
+                let client = crate::http1::park::Idle {
+                    io,
+                    peer: Some(peer.ip()),
+                    since: std::time::Instant::now(),
+                    engine: e,
+                    drain: self.counts.clone(),
+                    open: slot,
+                };
+                crate::http1::conn::serve(client, early).await;
             }
+            (Chosen::Pingora(stream, h2c), _) => {
+                let path = Box::pin(self.serve_pingora(stream, limits, h2c, pipelining, &shutdown));
+                path.await;
+            }
+            _ => {}
         }
-        let io = crate::http1::io::ClientIo::Plain(tcp);
-        self.serve_engine(&e, io, peer, early).await;
+    }
+}
+
+impl<A: HttpServerApp + Send + Sync + 'static> crate::listen::Serve for Guarded<A> {
+    fn serve(
+        self: Arc<Self>,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        shutdown: ShutdownWatch,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        self.serve_connection(tcp, peer, shutdown)
     }
 
-    /// At shutdown (after the listeners stopped accepting), Pingora aborts
     /// At shutdown (after the listeners stopped accepting), Pingora aborts
     /// every connection still waiting for a request head. A connection
     /// accepted just before, whose request is on its way, would lose it:
     /// first let the heads being read arrive (at most 2 s, within the grace
-    /// period), then close the
-    /// idle keep-alive connections (a connection's first request is
-    /// awaited regardless, see serve_http1). This is what makes a graceful
+    /// period), then close the idle keep-alive connections (a connection's
+    /// first request is awaited regardless). This is what makes a graceful
     /// upgrade drop nothing.
     async fn cleanup(&self) {
         // Within the grace period, and at most 2 s of it: Pingora gives
@@ -324,8 +301,8 @@ impl<A: HttpServerApp + Send + Sync + 'static> crate::listen::Serve for Guarded<
             .grace_period_seconds;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(grace.min(2));
         self.counts.heads.until_none(deadline).await;
-        // Idle keep-alive connections wait in this guard, not in Pingora
-        // (see serve_http1): they close here, as Pingora closes its own.
+        // Idle keep-alive connections wait in this guard or the engine's
+        // keeper, not in Pingora: they close here, as Pingora closes its own.
         self.counts.close_idle();
         self.inner.http_cleanup().await;
     }

@@ -14,6 +14,7 @@ use tokio::net::TcpStream;
 
 use super::timed::{Limits, BAD_LINE, BAD_VERSION, LINE_TOO_LONG, TIMED_OUT, TOO_LARGE};
 use super::{Clock, Guarded, Timed};
+use crate::http1::io::ClientIo;
 
 impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     /// Pingora's path: the stream under the head and idle deadlines, the
@@ -56,17 +57,72 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
     }
 }
 
+/// Where an accepted connection goes, once its TLS handshake (if any)
+/// and protocol check are done.
+pub(super) enum Chosen {
+    /// The router's HTTP/1 engine, with the bytes the h2c check read.
+    Engine(ClientIo, Vec<u8>),
+    /// Pingora; `true` when it must read an h2c preface.
+    Pingora(Stream, bool),
+    /// Neither: the client left, was too slow, or failed its handshake
+    /// (counted here).
+    Closed,
+}
+
 impl<A> Guarded<A> {
-    /// The router's HTTP/1 engine, from the connection's first bytes
-    /// (`early`, when the h2c check read some).
-    pub(super) async fn serve_engine(
+    /// The connection's TLS handshake (with `tls`, on a TLS listener) and
+    /// protocol: HTTP/2 by ALPN or, with `h2c`, by its preface goes to
+    /// Pingora, HTTP/1 to the engine when there is one (`engine`).
+    pub(super) async fn choose(
         &self,
-        engine: &crate::http1::Engine,
-        io: crate::http1::io::ClientIo,
+        mut tcp: TcpStream,
         peer: SocketAddr,
-        early: Vec<u8>,
-    ) {
-        crate::http1::conn::serve(engine, io, Some(peer.ip()), early, &self.counts).await;
+        tls: Option<Arc<crate::tls::ServerTls>>,
+        h2c: bool,
+        engine: bool,
+        header_timeout: Duration,
+    ) -> Chosen {
+        if self.tls {
+            // A TLS listener whose config lost [tls] (refused by reloads:
+            // tls.listen needs a restart), so never; close.
+            let Some(tls) = tls else {
+                return Chosen::Closed;
+            };
+            let socket = Arc::new(crate::listen::socket_digest(&tcp, peer));
+            let s = match crate::tls::handshake::accept(&tls, tcp, socket).await {
+                Ok(s) => s,
+                Err(reason) => {
+                    self.metrics.tls_handshake_failed(reason);
+                    return Chosen::Closed;
+                }
+            };
+            return match s.alpn() {
+                Some(ALPN::H2) => Chosen::Pingora(Box::new(s), false),
+                _ if engine => Chosen::Engine(ClientIo::Tls(Box::new(s.into_inner())), Vec::new()),
+                _ => Chosen::Pingora(Box::new(s), false),
+            };
+        }
+        if !engine {
+            return Chosen::Pingora(crate::listen::stream(tcp, peer), h2c);
+        }
+        let mut early = Vec::new();
+        if h2c {
+            match sniff(&mut tcp, &mut early, header_timeout).await {
+                // Pingora's HTTP/2, which reads the preface again.
+                Some(true) => {
+                    return Chosen::Pingora(
+                        Box::new(crate::listen::stream_with(tcp, peer, &early)),
+                        true,
+                    )
+                }
+                Some(false) => {}
+                None => {
+                    self.metrics.client_error("header_timeout");
+                    return Chosen::Closed;
+                }
+            }
+        }
+        Chosen::Engine(ClientIo::Plain(tcp), early)
     }
 }
 

@@ -6,21 +6,36 @@
 //! a client pipelined is read from what is left in the buffer, as nginx
 //! serves them: in order, one at a time.
 //!
-//! What an idle connection holds: its socket, this small state, and no
-//! buffer (the request's goes back to the thread's spares).
+//! What a connection holds between requests: while its client is busy
+//! (its last request came within [`KEEP_WARM`] of the one before), its
+//! task with the request's future kept for the next one, for up to
+//! [`KEEP_WARM`] (a busy client allocates nothing per request); otherwise
+//! no task at all: it is parked ([`super::park`]) as its socket and a few
+//! words, and a task is made for it again when its next request's first
+//! byte comes. No buffer either way (the request's goes back to the
+//! thread's spares). A connection's first request, or one after a pause,
+//! parks it at once: the many connections a burst of new clients opens
+//! cost their tasks and futures only while they are served.
 
+use std::future::Future;
 use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 
 use super::head::{Head, Reader, Refusal};
 use super::io::ClientIo;
+use super::park::{self, Idle, Parked};
 use super::{buffers, exchange, reply, Engine};
 use crate::drain::{Drain, Heads};
+use crate::metrics::OpenConnection;
+use crate::state::RoutingState;
 
 /// A client connection's state between and during its requests.
-pub struct Conn<'s> {
+pub struct Conn {
     /// The connection.
     pub io: ClientIo,
     /// The client's address.
@@ -36,13 +51,52 @@ pub struct Conn<'s> {
     pub head: Head,
     /// `100 Continue` was sent for the current request.
     pub continued: bool,
-    drain: &'s Drain,
+    drain: Arc<Drain>,
+    open: OpenConnection,
 }
 
-impl Conn<'_> {
+impl Conn {
     /// Whether the router is stopping: answers close their connections.
     pub fn closing(&self) -> bool {
         self.drain.is_closing()
+    }
+
+    /// The connection, with nothing of a request, and its engine.
+    fn new(client: Idle, buf: Vec<u8>) -> (Conn, Arc<Engine>) {
+        let Idle {
+            io,
+            peer,
+            since: _,
+            engine,
+            drain,
+            open,
+        } = client;
+        let tls = io.is_tls();
+        let c = Conn {
+            io,
+            peer,
+            tls,
+            buf,
+            used: 0,
+            head: Head::default(),
+            continued: false,
+            drain,
+            open,
+        };
+        (c, engine)
+    }
+
+    /// What it keeps while parked (its buffer is already given back),
+    /// idle `since` then.
+    fn into_idle(self, engine: Arc<Engine>, since: Instant) -> Idle {
+        Idle {
+            io: self.io,
+            peer: self.peer,
+            since,
+            engine,
+            drain: self.drain,
+            open: self.open,
+        }
     }
 }
 
@@ -56,80 +110,86 @@ enum NoHead {
     Refused(Refusal),
 }
 
-/// Serves the connection until it closes. `early`: bytes already read
-/// from it (its first, read to tell HTTP/2 from HTTP/1).
-pub async fn serve(e: &Engine, io: ClientIo, peer: Option<IpAddr>, early: Vec<u8>, stop: &Drain) {
-    let tls = io.is_tls();
-    let mut c = Conn {
-        io,
-        peer,
-        tls,
-        buf: early,
-        used: 0,
-        head: Head::default(),
-        continued: false,
-        drain: stop,
-    };
+/// How long a busy connection keeps its task and what its last request
+/// used (the request's future and its head's field list) after it, for
+/// its next request to reuse; and the gap between two requests under
+/// which a connection counts as busy.
+pub const KEEP_WARM: Duration = Duration::from_millis(100);
+
+/// Serves a newly accepted connection until it closes or is parked.
+/// `early`: bytes already read from it (its first, read to tell HTTP/2
+/// from HTTP/1).
+pub async fn serve(client: Idle, early: Vec<u8>) {
+    run(client, Some(early)).await
+}
+
+/// A parked connection whose next request began: served on a task of its
+/// own again.
+fn resume(client: Idle) {
+    tokio::spawn(run(client, None));
+}
+
+/// The connection's loop: from its accept (`early` is `Some`) or from a
+/// resumed connection's next request.
+async fn run(client: Idle, early: Option<Vec<u8>>) {
+    // Resumed soon after its last request: a busy client.
+    let mut busy = early.is_none() && client.since.elapsed() < KEEP_WARM;
+    let (mut c, mut e) = Conn::new(client, early.unwrap_or_default());
     let mut reader = Reader::new(1024);
-    let accepted = Instant::now();
+    // A new connection's first head's deadline counts from its accept
+    // (about now), a resumed one's from its first byte (about now too).
+    let mut began = Instant::now();
     let mut first = true;
-    // The accept counts as the first head's start (the guard entered it).
-    let mut in_head = InHead::new(&stop.heads);
+    // The request's future, boxed so that this loop stays small, and kept
+    // for the next request while the client is busy, so that a busy
+    // connection allocates none.
+    let mut slot = None;
+    // Reading a head from here: a new connection's first (whose deadline
+    // counts from the accept), or a resumed one's next.
+    let mut in_head = InHead::new(c.drain.heads.clone());
     loop {
-        let state = e.routing.state();
-        let server = &state.validated.config.server;
-        let header_timeout = Duration::from_millis(server.client_header_timeout_ms);
-        let began;
-        if first {
-            began = accepted;
-        } else {
+        if !first {
             if c.buf.is_empty() {
                 in_head.leave();
-                // Idle: the buffer goes back to the spares.
-                buffers::give(std::mem::take(&mut c.buf));
-                let keepalive = Duration::from_millis(server.keepalive_timeout_ms);
-                if !wait_for_request(&c, keepalive, stop).await {
-                    return;
+                match idle(c, e, &mut slot, &mut busy).await {
+                    Some(back) => (c, e) = back,
+                    None => return,
                 }
                 in_head.enter();
             }
             began = Instant::now();
         }
+        first = false;
+        let state = e.routing.state();
+        let server = &state.validated.config.server;
         if c.buf.capacity() == 0 {
             c.buf = buffers::take();
         }
         reader.reset(server.max_header_bytes);
-        let deadline = began + header_timeout;
-        match read_head(&mut c, &mut reader, deadline).await {
-            Ok(()) => {}
-            Err(NoHead::Closed) => return,
-            Err(NoHead::TimedOut) => {
-                e.metrics.client_error("header_timeout");
-                if reader.started() {
-                    let send = Duration::from_millis(server.send_timeout_ms);
-                    let why = "client_header_timeout: the request head did not arrive in time";
-                    reply::error(&mut c, 408, why, None, false, send).await;
-                }
-                return;
-            }
-            Err(NoHead::Refused(r)) => {
-                e.metrics.client_error(r.reason);
-                let send = Duration::from_millis(server.send_timeout_ms);
-                reply::error(&mut c, r.status, r.why, None, false, send).await;
-                // Refused after its request line: a request, logged.
-                if c.head.method.end > 0 {
-                    exchange::record_refused(e, &c, &state, began, r.status);
-                }
-                reply::linger(&mut c).await;
-                return;
-            }
+        let deadline = began + Duration::from_millis(server.client_header_timeout_ms);
+        if let Err(no) = read_head(&mut c, &mut reader, deadline).await {
+            // Boxed: rare, and its future must take no room in this one.
+            let refuse = Box::pin(refuse(&e, &mut c, &state, no, reader.started(), began));
+            refuse.await;
+            return;
         }
         in_head.leave();
-        first = false;
         c.used = c.head.len;
         c.continued = false;
-        let keep = exchange::exchange(e, &mut c, &state, began).await;
-        drop(state);
+        let running = {
+            // In a block: the request's future is moved into the box before
+            // the `await`, and must take no room in this loop's future.
+            let request = exchange::exchange(e.clone(), c, state, began);
+            match slot.take() {
+                Some(mut f) => {
+                    Pin::set(&mut f, request);
+                    slot.insert(f)
+                }
+                None => slot.insert(Box::pin(request)),
+            }
+        };
+        let keep;
+        (c, keep) = running.as_mut().await;
         if !keep {
             return;
         }
@@ -143,25 +203,133 @@ pub async fn serve(e: &Engine, io: ClientIo, peer: Option<IpAddr>, early: Vec<u8
     }
 }
 
-/// Waits for the next request's first byte: `false` when the connection
-/// should close instead (the client left, idled out, or the router is
-/// stopping).
-async fn wait_for_request(c: &Conn<'_>, keepalive: Duration, stop: &Drain) -> bool {
-    let closing = stop.close_idle.notified();
-    tokio::pin!(closing);
-    closing.as_mut().enable();
-    if stop.is_closing() {
-        return false;
+/// Between two requests: gives the buffer back; when the client is
+/// `busy`, waits [`KEEP_WARM`] for its next request with the last one's
+/// memory kept (`slot`); then frees that and parks the connection. The
+/// connection back when its next request began in this task (`busy`
+/// then); `None` when it closed, idled out, the router is stopping, or it
+/// was parked (a task of its own serves it again).
+async fn idle<F>(
+    mut c: Conn,
+    e: Arc<Engine>,
+    slot: &mut Option<Pin<Box<F>>>,
+    busy: &mut bool,
+) -> Option<(Conn, Arc<Engine>)> {
+    buffers::give(std::mem::take(&mut c.buf));
+    // Read now, not held while idle: an idle connection must not keep a
+    // replaced routing state alive.
+    let keepalive = e
+        .routing
+        .state()
+        .validated
+        .config
+        .server
+        .keepalive_timeout_ms;
+    let keepalive = Duration::from_millis(keepalive);
+    let since = Instant::now();
+    if *busy {
+        let warm = keepalive.min(KEEP_WARM);
+        match wait_for_request(&mut c, warm).await {
+            Wait::Request => return Some((c, e)),
+            Wait::Close => return None,
+            Wait::Quiet if warm == keepalive => return None,
+            Wait::Quiet => {}
+        }
     }
-    tokio::select! {
-        biased;
-        r = tokio::time::timeout(keepalive, c.io.readable()) => matches!(r, Ok(Ok(()))),
-        () = closing => false,
+    *busy = false;
+    *slot = None;
+    c.head = Head::default();
+    match park::park(c.into_idle(e, since), since + keepalive, resume) {
+        Parked::Kept => None,
+        Parked::Readable(client) => {
+            *busy = true;
+            Some(Conn::new(client, Vec::new()))
+        }
+        // Not parked here (another service's connections are parked on
+        // this thread): it waits in its own task.
+        Parked::Refused(client) => {
+            let (mut c, e) = Conn::new(client, Vec::new());
+            let left = keepalive.saturating_sub(since.elapsed());
+            (wait_for_request(&mut c, left).await == Wait::Request).then_some((c, e))
+        }
     }
 }
 
+/// A head that did not come whole: the client closed (nothing to do),
+/// was too slow (408 when it had begun one) or sent one the reader
+/// refused (its status, the request logged when its line was read, and a
+/// lingering close).
+async fn refuse(
+    e: &Engine,
+    c: &mut Conn,
+    state: &RoutingState,
+    no: NoHead,
+    started: bool,
+    began: Instant,
+) {
+    let send = Duration::from_millis(state.validated.config.server.send_timeout_ms);
+    match no {
+        NoHead::Closed => {}
+        NoHead::TimedOut => {
+            e.metrics.client_error("header_timeout");
+            if started {
+                let why = "client_header_timeout: the request head did not arrive in time";
+                reply::error(c, 408, why, None, false, send).await;
+            }
+        }
+        NoHead::Refused(r) => {
+            e.metrics.client_error(r.reason);
+            reply::error(c, r.status, r.why, None, false, send).await;
+            // Refused after its request line: a request, logged.
+            if c.head.method.end > 0 {
+                exchange::record_refused(e, c, state, began, r.status);
+            }
+            reply::linger(c).await;
+        }
+    }
+}
+
+/// What came of waiting for the next request.
+#[derive(PartialEq, Eq)]
+enum Wait {
+    /// Its first byte (or the client's close, which the read finds).
+    Request,
+    /// Nothing within the wait.
+    Quiet,
+    /// The router is stopping, or the client's socket failed.
+    Close,
+}
+
+/// Waits up to `wait` for the next request's first byte, or for the
+/// router's stop. Polled by hand: the connection's own read-readiness
+/// slot, one timer and the stop's wake-up, in about 200 bytes.
+async fn wait_for_request(c: &mut Conn, wait: Duration) -> Wait {
+    let drain = c.drain.clone();
+    let closing = drain.close_idle.notified();
+    tokio::pin!(closing);
+    closing.as_mut().enable();
+    if drain.is_closing() {
+        return Wait::Close;
+    }
+    let timer = tokio::time::sleep(wait);
+    tokio::pin!(timer);
+    std::future::poll_fn(|cx| {
+        if closing.as_mut().poll(cx).is_ready() {
+            return Poll::Ready(Wait::Close);
+        }
+        if c.io.poll_idle(cx).is_ready() {
+            return Poll::Ready(Wait::Request);
+        }
+        match timer.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Wait::Quiet),
+            Poll::Pending => Poll::Pending,
+        }
+    })
+    .await
+}
+
 /// Reads until the head in `c.buf` is complete, by `deadline`.
-async fn read_head(c: &mut Conn<'_>, reader: &mut Reader, deadline: Instant) -> Result<(), NoHead> {
+async fn read_head(c: &mut Conn, reader: &mut Reader, deadline: Instant) -> Result<(), NoHead> {
     loop {
         match reader.advance(&c.buf, &mut c.head) {
             Ok(true) => return Ok(()),
@@ -183,14 +351,14 @@ async fn read_head(c: &mut Conn<'_>, reader: &mut Reader, deadline: Instant) -> 
 /// This connection's place among those reading a head (see
 /// [`Heads`]): in it from the accept and from a request's first byte,
 /// out of it while a request is served and while idle.
-struct InHead<'a> {
-    heads: &'a Heads,
+struct InHead {
+    heads: Arc<Heads>,
     inside: bool,
 }
 
-impl<'a> InHead<'a> {
+impl InHead {
     /// In, from now.
-    fn new(heads: &'a Heads) -> Self {
+    fn new(heads: Arc<Heads>) -> Self {
         heads.enter();
         InHead {
             heads,
@@ -213,7 +381,7 @@ impl<'a> InHead<'a> {
     }
 }
 
-impl Drop for InHead<'_> {
+impl Drop for InHead {
     fn drop(&mut self) {
         self.leave();
     }

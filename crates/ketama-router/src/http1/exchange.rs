@@ -55,25 +55,28 @@ impl Track {
     }
 }
 
-/// Serves the request whose head `c` holds; `true` when the connection
-/// serves another one (`c.used` says how much of its buffer this one
-/// used).
+/// Serves the request whose head `c` holds; gives the connection back,
+/// and whether it serves another request (`c.used` says how much of its
+/// buffer this one used). It takes the connection and the state by value
+/// so that its future borrows nothing of its caller's: the connection's
+/// loop keeps one such future's memory for the next request while the
+/// client is busy (see [`super::conn`]).
 pub async fn exchange(
-    e: &Engine,
-    c: &mut Conn<'_>,
-    state: &Arc<RoutingState>,
+    e: Arc<Engine>,
+    mut c: Conn,
+    state: Arc<RoutingState>,
     began: Instant,
-) -> bool {
+) -> (Conn, bool) {
     let mut t = Track::default();
-    let keep = run(e, c, state, &mut t).await;
-    t.attempt_ended(state);
+    let keep = run(&e, &mut c, &state, &mut t).await;
+    t.attempt_ended(&state);
     t.slot = None;
-    record(e, c, state, began, &t);
-    keep
+    record(&e, &c, &state, began, &t);
+    (c, keep)
 }
 
 /// Records a request whose head was refused after its request line.
-pub fn record_refused(e: &Engine, c: &Conn<'_>, state: &RoutingState, began: Instant, status: u16) {
+pub fn record_refused(e: &Engine, c: &Conn, state: &RoutingState, began: Instant, status: u16) {
     let t = Track {
         status,
         ..Track::default()
@@ -82,7 +85,7 @@ pub fn record_refused(e: &Engine, c: &Conn<'_>, state: &RoutingState, began: Ins
 }
 
 /// What the request leaves behind ([`crate::policy::end::record`]).
-fn record(e: &Engine, c: &Conn<'_>, state: &RoutingState, began: Instant, t: &Track) {
+fn record(e: &Engine, c: &Conn, state: &RoutingState, began: Instant, t: &Track) {
     let req = Request {
         head: &c.head,
         buf: &c.buf,
@@ -113,7 +116,7 @@ fn record(e: &Engine, c: &Conn<'_>, state: &RoutingState, began: Instant, t: &Tr
 }
 
 /// The exchange proper; `t` keeps what it did for the record.
-async fn run(e: &Engine, c: &mut Conn<'_>, state: &Arc<RoutingState>, t: &mut Track) -> bool {
+async fn run(e: &Engine, c: &mut Conn, state: &Arc<RoutingState>, t: &mut Track) -> bool {
     let server = &state.validated.config.server;
     let send_timeout = Duration::from_millis(server.send_timeout_ms);
     // What Pingora refused in the head it forwarded: a Connection field
@@ -252,7 +255,7 @@ enum Tried {
 }
 
 /// Writes the request head for `backend` into `out`.
-fn request_head(c: &Conn<'_>, forwarded: bool, out: &mut Vec<u8>) {
+fn request_head(c: &Conn, forwarded: bool, out: &mut Vec<u8>) {
     let req = Request {
         head: &c.head,
         buf: &c.buf,
@@ -281,7 +284,7 @@ fn request_head(c: &Conn<'_>, forwarded: bool, out: &mut Vec<u8>) {
 /// the response.
 async fn attempt(
     e: &Engine,
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     state: &Arc<RoutingState>,
     t: &mut Track,
     mut up: Upstream,
@@ -307,7 +310,7 @@ async fn attempt(
         Err(SendFailure::Client(f)) => return Tried::ClientFailed(f),
     }
     let mut rb = buffers::take();
-    let mut head = ResponseHead::default();
+    let mut head = ResponseHead::new();
     let got = respond::read_head(c, &mut up.io, &mut rb, &mut head, limits.read_timeout).await;
     match got {
         Ok(()) => {}
@@ -387,7 +390,7 @@ async fn attempt(
 /// else the last failure's 502 or 504, naming the last backend tried; the
 /// connection kept when the request was read whole (nginx keeps it).
 async fn fail(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     t: &mut Track,
     state: &RoutingState,
     body: &Body,
@@ -421,7 +424,7 @@ async fn fail(
 /// can still be (408 for a stalled body, 400 for bad chunked framing).
 async fn client_failed(
     e: &Engine,
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     t: &mut Track,
     f: ClientFailure,
     send_timeout: Duration,

@@ -337,9 +337,7 @@ impl Reader {
         for (i, &b) in buf[from..].iter().enumerate() {
             match b {
                 b'\n' => return Ok(Some(from + i)),
-                b'\r' if buf.get(from + i + 1).is_some_and(|&n| n != b'\n') => {
-                    return Err(BAD_CR)
-                }
+                b'\r' if buf.get(from + i + 1).is_some_and(|&n| n != b'\n') => return Err(BAD_CR),
                 _ => {}
             }
         }

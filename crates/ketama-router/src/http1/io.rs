@@ -110,13 +110,23 @@ impl ClientIo {
         matches!(self, ClientIo::Tls(_))
     }
 
-    /// Waits until a read would find bytes (or the end), without a
-    /// buffer: an idle keep-alive connection holds none. Under TLS,
-    /// records may already be decrypted and waiting, so it does not wait.
-    pub async fn readable(&self) -> io::Result<()> {
+    /// Ready when a read would find bytes (or the end, or an error),
+    /// without a buffer: an idle keep-alive connection holds none. It
+    /// uses the socket's own read-readiness slot (the waker of the last
+    /// poll is the one woken), so waiting costs no future of its own.
+    /// Under TLS, records already decrypted are ready at once.
+    pub fn poll_idle(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         match self {
-            ClientIo::Plain(s) => s.readable().await,
-            ClientIo::Tls(_) => Ok(()),
+            ClientIo::Plain(s) => s.poll_read_ready(cx).map(|_| ()),
+            ClientIo::Tls(s) => {
+                let (tcp, tls) = s.get_mut();
+                match tls.process_new_packets() {
+                    Ok(io) if io.plaintext_bytes_to_read() == 0 && !io.peer_has_closed() => {
+                        tcp.poll_read_ready(cx).map(|_| ())
+                    }
+                    _ => Poll::Ready(()),
+                }
+            }
         }
     }
 }

@@ -38,6 +38,7 @@ pub mod exchange;
 pub mod forward;
 pub mod head;
 pub mod io;
+pub mod park;
 pub mod pool;
 pub mod relay;
 pub mod reply;

@@ -34,7 +34,7 @@ pub struct Key {
     /// The backend's address.
     pub addr: SocketAddr,
     /// `None`: plain; else the SNI and the TLS settings' hash.
-    pub tls: Option<(Box<str>, u64)>,
+    pub tls: Option<(std::sync::Arc<str>, u64)>,
 }
 
 struct Idle {

@@ -104,11 +104,7 @@ impl ClientFailure {
 }
 
 /// Reads more of the client's bytes into its buffer, within `timeout`.
-async fn read_client(
-    c: &mut Conn<'_>,
-    timeout: Duration,
-    want: usize,
-) -> Result<usize, ClientFailure> {
+async fn read_client(c: &mut Conn, timeout: Duration, want: usize) -> Result<usize, ClientFailure> {
     c.buf.reserve(want.max(1));
     match tokio::time::timeout(timeout, c.io.read_buf(&mut c.buf)).await {
         Ok(Ok(0)) | Ok(Err(_)) => Err(ClientFailure::Disconnected),
@@ -119,7 +115,7 @@ async fn read_client(
 
 /// `100 Continue`, sent before the body is read (as nginx sends it) when
 /// an HTTP/1.1 client asked for it and has not sent the body yet.
-async fn continue_if_asked(c: &mut Conn<'_>, timeout: Duration) -> Result<(), ClientFailure> {
+async fn continue_if_asked(c: &mut Conn, timeout: Duration) -> Result<(), ClientFailure> {
     if c.head.expect_continue && c.head.http11 && c.buf.len() == c.head.len && !c.continued {
         c.continued = true;
         super::send::send(&mut c.io, &[b"HTTP/1.1 100 Continue\r\n\r\n"], timeout)
@@ -132,7 +128,7 @@ async fn continue_if_asked(c: &mut Conn<'_>, timeout: Duration) -> Result<(), Cl
 /// Reads a small body of known length whole into the connection's buffer
 /// (see [`SMALL_BODY`]), turning `body` into [`Body::Buffered`].
 pub async fn buffer_small_body(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     body: &mut Body,
     server: &ketama_config::model::ServerSection,
 ) -> Result<(), ClientFailure> {
@@ -166,7 +162,7 @@ pub enum SendFailure {
 
 /// Sends the request head `out` and the body to the backend.
 pub async fn send_request(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     up: &mut Upstream,
     body: &Body,
     out: &[u8],
@@ -217,7 +213,7 @@ pub async fn send_request(
 
 /// Streams `left` more bytes of a body of known length from the client.
 async fn stream_length(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     io: &mut UpstreamIo,
     mut left: u64,
     server: &ketama_config::model::ServerSection,
@@ -257,7 +253,7 @@ async fn stream_length(
 
 /// Streams a chunked body from the client, written chunked again.
 async fn stream_chunked(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     io: &mut UpstreamIo,
     server: &ketama_config::model::ServerSection,
     write_timeout: Duration,

@@ -28,7 +28,7 @@ pub fn reason(status: u16) -> &'static str {
 /// connection kept or closed as `keep` says. A client that does not take
 /// it is left alone (it is closing anyway).
 pub async fn error(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     status: u16,
     words: &str,
     backend: Option<&[u8]>,
@@ -78,7 +78,7 @@ const LINGER_BYTES: usize = 1 << 20;
 /// end), [`LINGER`] passes or [`LINGER_BYTES`] were dropped. Closing with
 /// unread bytes would make the kernel reset the connection, and a client
 /// still sending would lose the answer.
-pub async fn linger(c: &mut Conn<'_>) {
+pub async fn linger(c: &mut Conn) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     if c.io.shutdown().await.is_err() {
         return;

@@ -45,7 +45,7 @@ const WATCH_LIMIT: usize = 64 * 1024;
 /// Resolves when the client closes or fails its connection; what it
 /// sends meanwhile stays in its buffer, up to [`WATCH_LIMIT`] (then it
 /// is no longer watched).
-async fn client_gone(c: &mut Conn<'_>) {
+async fn client_gone(c: &mut Conn) {
     use tokio::io::AsyncReadExt;
     while c.buf.len() - c.used < WATCH_LIMIT {
         c.buf.reserve(4096);
@@ -62,7 +62,7 @@ async fn client_gone(c: &mut Conn<'_>) {
 /// one that leaves meanwhile ends the wait (as nginx's
 /// `proxy_ignore_client_abort off`).
 pub async fn read_head(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     io: &mut UpstreamIo,
     rb: &mut Vec<u8>,
     head: &mut ResponseHead,
@@ -156,7 +156,7 @@ fn ketama_lines(k: &Ketama<'_>, out: &mut Vec<u8>) {
 /// Relays the response whose head `head` is at the start of `rb`.
 #[allow(clippy::too_many_arguments)]
 pub async fn respond(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     state: &RoutingState,
     io: &mut UpstreamIo,
     rb: &mut Vec<u8>,
@@ -254,7 +254,7 @@ enum Side {
 /// `clean` when the backend sent nothing past the body.
 #[allow(clippy::too_many_arguments)]
 async fn relay_body(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     io: &mut UpstreamIo,
     rb: &mut Vec<u8>,
     head_len: usize,
@@ -355,7 +355,7 @@ async fn relay_body(
 /// chunked again (or, to an HTTP/1.0 client, bare).
 #[allow(clippy::too_many_arguments)]
 async fn relay_chunked(
-    c: &mut Conn<'_>,
+    c: &mut Conn,
     io: &mut UpstreamIo,
     rb: &mut Vec<u8>,
     head_len: usize,
@@ -411,7 +411,7 @@ async fn relay_chunked(
 
 /// After a `101`: bytes both ways until either side closes (what each
 /// side sent past its head first). Returns the bytes sent to the client.
-async fn tunnel(c: &mut Conn<'_>, io: &mut UpstreamIo) -> u64 {
+async fn tunnel(c: &mut Conn, io: &mut UpstreamIo) -> u64 {
     use tokio::io::AsyncWriteExt;
     let pending = c.buf[c.used..].to_vec();
     c.used = c.buf.len();

@@ -46,7 +46,28 @@ pub struct ResponseHead {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BadResponse(pub &'static str);
 
+thread_local! {
+    /// Header lists of finished responses, for the next ones on this
+    /// thread: a response head allocates nothing once the thread is warm.
+    static SPARE_LISTS: std::cell::RefCell<Vec<Vec<Header>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare lists kept per thread, and the longest list kept.
+const SPARES: usize = 64;
+const KEEP_UP_TO: usize = 256;
+
 impl ResponseHead {
+    /// An empty head whose header list is one of the thread's spares.
+    pub fn new() -> ResponseHead {
+        let headers = SPARE_LISTS
+            .with(|s| s.borrow_mut().pop())
+            .unwrap_or_default();
+        ResponseHead {
+            headers,
+            ..ResponseHead::default()
+        }
+    }
+
     /// Parses the head at the start of `buf`: `Ok(false)` while it is
     /// incomplete.
     pub fn parse(&mut self, buf: &[u8]) -> Result<bool, BadResponse> {
@@ -131,6 +152,22 @@ impl ResponseHead {
                 None => BodyKind::UntilClose,
             }
         }
+    }
+}
+
+impl Drop for ResponseHead {
+    fn drop(&mut self) {
+        let mut list = std::mem::take(&mut self.headers);
+        if list.capacity() == 0 || list.capacity() > KEEP_UP_TO {
+            return;
+        }
+        list.clear();
+        SPARE_LISTS.with(|s| {
+            let mut s = s.borrow_mut();
+            if s.len() < SPARES {
+                s.push(list);
+            }
+        });
     }
 }
 

@@ -28,7 +28,7 @@ pub fn key(state: &RoutingState, backend: &Backend) -> pool::Key {
         tls: backend
             .tls
             .as_ref()
-            .map(|sni| (sni.as_str().into(), state.upstream_tls.group_key())),
+            .map(|sni| (sni.clone(), state.upstream_tls.group_key())),
     }
 }
 

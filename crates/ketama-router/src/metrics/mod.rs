@@ -356,15 +356,12 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a client connection opened; returns how many are open now,
-    /// this one included. Pair it with [`Metrics::connection_closed`].
-    pub fn connection_opened(&self) -> usize {
-        self.connections.fetch_add(1, Relaxed) + 1
-    }
-
-    /// Counts a client connection closed.
-    pub fn connection_closed(&self) {
-        self.connections.fetch_sub(1, Relaxed);
+    /// Counts a client connection open until the guard it returns is
+    /// dropped (however the connection ends, whichever task holds it
+    /// then); also returns how many are open now, this one included.
+    pub fn connection_opened(self: &Arc<Self>) -> (OpenConnection, usize) {
+        let n = self.connections.fetch_add(1, Relaxed) + 1;
+        (OpenConnection(self.clone()), n)
     }
 
     /// Client connections open now.
@@ -475,4 +472,14 @@ pub fn resident_bytes() -> u64 {
 pub fn page_size() -> u64 {
     static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *PAGE.get_or_init(|| rustix::param::page_size() as u64)
+}
+
+/// One client connection counted open (see [`Metrics::connection_opened`]).
+#[derive(Debug)]
+pub struct OpenConnection(Arc<Metrics>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Relaxed);
+    }
 }

@@ -294,7 +294,7 @@ impl ProxyHttp for Router {
         let mut peer = Box::new(match &b.tls {
             None => HttpPeer::new(b.addr, false, String::new()),
             Some(sni) => {
-                let mut p = HttpPeer::new(b.addr, true, sni.clone());
+                let mut p = HttpPeer::new(b.addr, true, sni.to_string());
                 state.upstream_tls.apply(&mut p);
                 p
             }

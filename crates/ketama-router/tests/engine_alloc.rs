@@ -1,0 +1,174 @@
+//! A kept-alive request through the router's own HTTP/1 engine allocates
+//! nothing once the connection is warm: its head read into the thread's
+//! spare buffer, the route, the pooled backend connection, the heads
+//! written from prebuilt bytes, the response relayed, the request counted.
+//! The engine runs in this process on a thread of its own whose
+//! allocations a global allocator counts; the client and the origins run
+//! on other threads.
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ketama_router::access_log::AccessLog;
+use ketama_router::cell::{ConfigSource, Parts, RoutingCell};
+use ketama_router::drain::Drain;
+use ketama_router::http1::io::ClientIo;
+use ketama_router::http1::park::Idle;
+use ketama_router::http1::{conn, Engine};
+use ketama_router::metrics::Metrics;
+use ketama_router::origin::Origin;
+
+struct Counting;
+
+static ENGINE_ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+thread_local! {
+    static ON_ENGINE: Cell<bool> = const { Cell::new(false) };
+}
+
+fn count() {
+    if ON_ENGINE.with(Cell::get) {
+        ENGINE_ALLOCS.fetch_add(1, Relaxed);
+    }
+}
+
+// SAFETY: forwards every call unchanged to `System`; the counters are a
+// thread-local cell and an atomic, neither of which allocates.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        count();
+        // SAFETY: forwarded unchanged.
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: forwarded unchanged.
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        count();
+        // SAFETY: forwarded unchanged.
+        unsafe { System.realloc(p, l, new) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// One response off a kept-alive connection: its status.
+fn response(c: &mut TcpStream, buf: &mut Vec<u8>) -> u16 {
+    buf.clear();
+    let mut chunk = [0u8; 4096];
+    loop {
+        let n = c.read(&mut chunk).unwrap();
+        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(buf));
+        buf.extend_from_slice(&chunk[..n]);
+        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+            continue;
+        };
+        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+        let len: usize = head
+            .lines()
+            .find_map(|l| l.strip_prefix("content-length:"))
+            .map_or(0, |v| v.trim().parse().unwrap());
+        if buf.len() >= end + 4 + len {
+            return head[9..12].parse().unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_kept_alive_request_through_the_engine_allocates_nothing() {
+    let origins: Vec<Origin> = (0..3).map(|i| Origin::start(i).unwrap()).collect();
+    let mut text = String::from(
+        "[server]\nlisten = [\"127.0.0.1:1\"]\n[admin]\nlisten = \"127.0.0.1:2\"\nauth = false\n[health]\nenabled = false\n",
+    );
+    for o in &origins {
+        text.push_str(&format!("[[backends]]\naddress = \"{}\"\n", o.addr()));
+    }
+    let v = ketama_config::parse(&text, "engine_alloc.toml").unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let access_log = AccessLog::start().unwrap();
+    let source = ConfigSource::Text {
+        name: "engine_alloc.toml".into(),
+        text,
+    };
+    let parts = Parts {
+        health: Arc::default(),
+        metrics: metrics.clone(),
+        access_log: access_log.clone(),
+    };
+    let cell = RoutingCell::new(source, v, None, Default::default(), None, parts).unwrap();
+    let engine = Arc::new(Engine {
+        routing: cell.reader(),
+        metrics: metrics.clone(),
+        access_log,
+    });
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    listener.set_nonblocking(true).unwrap();
+    std::thread::spawn(move || {
+        ON_ENGINE.with(|c| c.set(true));
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let drain = Arc::new(Drain::default());
+            let l = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let (tcp, peer) = l.accept().await.unwrap();
+                tcp.set_nodelay(true).unwrap();
+                let (open, _) = metrics.connection_opened();
+                let client = Idle {
+                    io: ClientIo::Plain(tcp),
+                    peer: Some(peer.ip()),
+                    since: Instant::now(),
+                    engine: engine.clone(),
+                    drain: drain.clone(),
+                    open,
+                };
+                tokio::spawn(conn::serve(client, Vec::new()));
+            }
+        });
+    });
+
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    c.set_nodelay(true).unwrap();
+    let mut buf = Vec::with_capacity(8192);
+    let mut run = |n: usize| {
+        for i in 0..n {
+            let req = format!(
+                "GET /obj/{}?v={} HTTP/1.1\r\nHost: cdn.test\r\nUser-Agent: t\r\n\r\n",
+                i % 97,
+                i % 5
+            );
+            c.write_all(req.as_bytes()).unwrap();
+            assert_eq!(response(&mut c, &mut buf), 200);
+        }
+    };
+    // Warm: every backend's pooled connection made, the buffers and the
+    // request's future in place.
+    run(300);
+    let before = ENGINE_ALLOCS.load(Relaxed);
+    run(1000);
+    let n = ENGINE_ALLOCS.load(Relaxed) - before;
+    assert_eq!(n, 0, "{n} allocations for 1,000 kept-alive requests");
+    // The counter counts on the engine's thread: a new connection's first
+    // request allocates (its task, its request's future).
+    let mut other = TcpStream::connect(addr).unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let before = ENGINE_ALLOCS.load(Relaxed);
+    other
+        .write_all(b"GET /x HTTP/1.1\r\nHost: cdn.test\r\n\r\n")
+        .unwrap();
+    assert_eq!(response(&mut other, &mut buf), 200);
+    assert!(ENGINE_ALLOCS.load(Relaxed) > before);
+}
