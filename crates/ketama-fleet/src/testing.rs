@@ -18,8 +18,34 @@ pub struct EtcdServer {
     peer_port: u16,
 }
 
+/// A loopback port free now and below the kernel's ephemeral range
+/// (32768 and up by default), so no connection's local end takes it
+/// before etcd binds it: a port the kernel picked and let go once went to
+/// an outgoing connection in that gap, and the member died at start with
+/// "address already in use".
 fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static STATE: AtomicU64 = AtomicU64::new(0);
+    let seed = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id()) << 32;
+    let _ = STATE.compare_exchange(0, seed | 1, Ordering::Relaxed, Ordering::Relaxed);
+    for _ in 0..1000 {
+        // xorshift: enough spread that parallel tests rarely try one port.
+        let mut x = STATE.load(Ordering::Relaxed);
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        STATE.store(x, Ordering::Relaxed);
+        let port = 20_000 + (x % 12_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::other(
+        "no free loopback port in 20000..32000 after 1000 tries",
+    ))
 }
 
 impl EtcdServer {
@@ -184,6 +210,25 @@ impl EtcdCluster {
             c.children.push(Some(m.spawn(&initial, "new")?));
         }
         wait_until_it_answers(&c.client(), &c.root.join("m0"))?;
+        // A quorum answers before every member is up: wait for each, so a
+        // member that died at start fails here and not as a mystery later.
+        let client = c.client();
+        for m in &c.members {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while !client
+                .member_status(&m.client_url())
+                .is_ok_and(|s| s.leader.is_some())
+            {
+                if Instant::now() > deadline {
+                    let log = std::fs::read_to_string(m.dir.join("etcd.log")).unwrap_or_default();
+                    return Err(std::io::Error::other(format!(
+                        "etcd member {} did not join in 30 s: {log}",
+                        m.name
+                    )));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
         Ok(c)
     }
 

@@ -218,9 +218,9 @@ pub fn build(
     };
     let mut proxy = pingora::proxy::http_proxy(&server.configuration, router);
     (proxy.server_options, proxy.h2_options) = h2;
-    // The router's own HTTP/1 engine, while it is not the default.
+    // The router's own HTTP/1 engine (Pingora's HTTP/1 proxy with
+    // KETAMA_HTTP1=pingora, until that path is removed).
     let engine = crate::http1::enabled().then(|| {
-        tracing::info!("HTTP/1 is served by the router's own engine (KETAMA_HTTP1=engine)");
         Arc::new(crate::http1::Engine {
             routing: cell.reader(),
             metrics: metrics.clone(),

@@ -6,78 +6,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
-use std::time::Duration;
-
-use common::echo::echo_origin;
-use common::tls::Nginx;
-use common::*;
+use common::diff::{answers, compare, pair};
 use rand::{Rng, SeedableRng};
-
-struct Pair {
-    nginx: Nginx,
-    router: RouterProc,
-    _dir: tempfile::TempDir,
-}
-
-fn pair() -> Pair {
-    let origins: Vec<SocketAddr> = (0..4).map(|_| echo_origin()).collect();
-    let servers: String = origins.iter().map(|o| format!("server {o}; ")).collect();
-    let nginx = Nginx::start(|addr| {
-        format!(
-            "upstream o {{ hash $request_uri consistent; {servers}}}
-  server {{ listen {addr}; location / {{ proxy_pass http://o; proxy_http_version 1.1; proxy_set_header Connection \"\"; }} }}"
-        )
-    });
-    let (router, dir) = router_over(&origins, "", "enabled = false");
-    Pair {
-        nginx,
-        router,
-        _dir: dir,
-    }
-}
-
-/// What a client saw: per response, its status and, for a 200, the body
-/// (the origin's port and the request line it got).
-fn answers(addr: SocketAddr, bytes: &[u8]) -> Vec<(u16, String)> {
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let _ = c.write_all(bytes);
-    let mut out = Vec::new();
-    let _ = c.read_to_end(&mut out);
-    let mut seen = Vec::new();
-    let mut rest = &out[..];
-    while let Some(end) = rest.windows(4).position(|w| w == b"\r\n\r\n") {
-        let head = String::from_utf8_lossy(&rest[..end]).to_string();
-        let status = head.get(9..12).and_then(|s| s.parse().ok()).unwrap_or(0);
-        let len: usize = head
-            .lines()
-            .find_map(|l| {
-                let (n, v) = l.split_once(':')?;
-                n.eq_ignore_ascii_case("content-length")
-                    .then(|| v.trim().parse().ok())?
-            })
-            .unwrap_or(0);
-        let body_end = (end + 4 + len).min(rest.len());
-        let body = String::from_utf8_lossy(&rest[end + 4..body_end]).to_string();
-        seen.push((status, if status == 200 { body } else { String::new() }));
-        rest = &rest[body_end..];
-    }
-    seen
-}
-
-fn compare(p: &Pair, bytes: &[u8]) -> Result<(), String> {
-    let (n, r) = (answers(p.nginx.addr, bytes), answers(p.router.proxy, bytes));
-    if n == r && !n.is_empty() {
-        Ok(())
-    } else {
-        Err(format!(
-            "{}\n  nginx:  {n:?}\n  router: {r:?}",
-            bytes.escape_ascii()
-        ))
-    }
-}
 
 fn get(target: &[u8]) -> Vec<u8> {
     [

@@ -19,11 +19,10 @@
 //! - [`response`] and [`chunked`]: a backend's response head and chunked
 //!   bodies, read as nginx reads them.
 //!
-//! It serves while `KETAMA_HTTP1=engine` is set in the router's
-//! environment (read once at start); Pingora's HTTP/1 proxy serves
-//! otherwise, until the engine becomes the default. With
-//! `[upstream_tls] h2 = true`, HTTP/1 requests keep going through
-//! Pingora's proxy (its HTTP/2 client).
+//! It serves HTTP/1 unless `KETAMA_HTTP1=pingora` is set in the router's
+//! environment (read once at start; Pingora's HTTP/1 proxy then serves,
+//! until that path is removed). With `[upstream_tls] h2 = true`, HTTP/1
+//! requests keep going through Pingora's proxy (its HTTP/2 client).
 
 use std::sync::Arc;
 
@@ -46,6 +45,7 @@ pub mod request;
 pub mod respond;
 pub mod response;
 pub mod send;
+pub mod tunnel;
 pub mod upstream;
 
 /// What the engine serves with: the routing state, the counters and the
@@ -59,9 +59,9 @@ pub struct Engine {
     pub access_log: AccessLog,
 }
 
-/// Whether the engine serves HTTP/1 in this process: `KETAMA_HTTP1=engine`
-/// (read once).
+/// Whether the engine serves HTTP/1 in this process: unless
+/// `KETAMA_HTTP1=pingora` (read once).
 pub fn enabled() -> bool {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("KETAMA_HTTP1").is_ok_and(|v| v == "engine"))
+    *ON.get_or_init(|| std::env::var("KETAMA_HTTP1").map_or(true, |v| v != "pingora"))
 }

@@ -4,7 +4,7 @@
 //! with the first body bytes in one write, then the body relayed as it
 //! comes (chunked again to an HTTP/1.1 client, its bytes alone to an
 //! HTTP/1.0 one, which then sees the connection close), or, after a
-//! `101`, both directions tunnelled until either side closes.
+//! `101`, both directions tunnelled ([`super::tunnel`]).
 
 use std::time::Duration;
 
@@ -216,7 +216,7 @@ pub async fn respond(
     match r {
         Ok((bytes, clean)) => {
             if switching {
-                let bytes = tunnel(c, io).await;
+                let bytes = super::tunnel::tunnel(c, io, &rb[head.len..], read_timeout).await;
                 return Relayed::Done {
                     status,
                     bytes,
@@ -406,20 +406,5 @@ async fn relay_chunked(
         if got == 0 {
             return Err((Side::Upstream(Failure::Broken), sent));
         }
-    }
-}
-
-/// After a `101`: bytes both ways until either side closes (what each
-/// side sent past its head first). Returns the bytes sent to the client.
-async fn tunnel(c: &mut Conn, io: &mut UpstreamIo) -> u64 {
-    use tokio::io::AsyncWriteExt;
-    let pending = c.buf[c.used..].to_vec();
-    c.used = c.buf.len();
-    if !pending.is_empty() && io.write_all(&pending).await.is_err() {
-        return 0;
-    }
-    match tokio::io::copy_bidirectional(&mut c.io, io).await {
-        Ok((_, to_client)) => to_client,
-        Err(_) => 0,
     }
 }

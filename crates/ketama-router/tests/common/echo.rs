@@ -4,8 +4,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener};
 
 /// An origin that answers every request with `saw PORT LINE`, the request
-/// line as it arrived (a body is read by its Content-Length), on
-/// keep-alive connections.
+/// line as it arrived (a body is read by its Content-Length), followed by
+/// ` +expect` when the request had an `Expect` field, on keep-alive
+/// connections.
 pub fn echo_origin() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
@@ -22,7 +23,7 @@ pub fn echo_origin() -> SocketAddr {
                     if line.trim_ascii().is_empty() {
                         continue;
                     }
-                    let mut length = 0usize;
+                    let (mut length, mut expect) = (0usize, false);
                     loop {
                         let mut h = Vec::new();
                         if r.read_until(b'\n', &mut h).unwrap_or(0) == 0
@@ -34,6 +35,7 @@ pub fn echo_origin() -> SocketAddr {
                         if let Some(v) = h.strip_prefix("content-length:") {
                             length = v.trim().parse().unwrap_or(0);
                         }
+                        expect |= h.starts_with("expect:");
                     }
                     let mut body = vec![0u8; length];
                     if r.read_exact(&mut body).is_err() {
@@ -41,6 +43,9 @@ pub fn echo_origin() -> SocketAddr {
                     }
                     let mut body = format!("saw {} ", addr.port()).into_bytes();
                     body.extend_from_slice(line.trim_ascii());
+                    if expect {
+                        body.extend_from_slice(b" +expect");
+                    }
                     let mut resp =
                         format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len())
                             .into_bytes();

@@ -13,20 +13,25 @@ use ketama::{Layout, Node, Ring, RingBuilder};
 use ketama_router::origin::Origin;
 
 pub mod chaos;
+pub mod diff;
 pub mod dns;
 pub mod echo;
 pub mod fleet;
 pub mod tls;
 
-/// A port the kernel picked free and let go: for peers other than the
-/// router (nginx, HAProxy), which cannot say where they listen. Routers
-/// listen on [`any_port`] instead.
+/// A port free now for peers other than the router (nginx, HAProxy),
+/// which cannot say where they listen; routers listen on [`any_port`]
+/// instead. Below the kernel's ephemeral range, so no outgoing
+/// connection's local end takes it before the peer binds it.
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use rand::Rng;
+    let mut rng = rand::rng();
+    loop {
+        let port = rng.random_range(20_000..32_000);
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Loopback, port 0: a router told to listen here binds a free port of

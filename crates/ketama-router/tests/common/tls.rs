@@ -184,6 +184,11 @@ pub fn nginx_binary() -> &'static str {
 }
 
 impl Nginx {
+    /// Its process (the master, with one).
+    pub fn child_id(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn start_tls(cert: &Issued, client_ca: Option<&Path>) -> Nginx {
         let verify = client_ca.map_or(String::new(), |ca| {
             format!(
@@ -207,11 +212,23 @@ impl Nginx {
     /// nginx (one process) with what `http(addr)` returns inside its
     /// `http` block, listening at `addr`.
     pub fn start(http: impl FnOnce(SocketAddr) -> String) -> Nginx {
+        Nginx::start_as(false, http)
+    }
+
+    /// The same with a master process and one worker: a graceful stop
+    /// (`SIGQUIT` to the master, [`Nginx::child_id`]) is one only there,
+    /// a single process exits at once.
+    pub fn start_with_master(http: impl FnOnce(SocketAddr) -> String) -> Nginx {
+        Nginx::start_as(true, http)
+    }
+
+    fn start_as(master: bool, http: impl FnOnce(SocketAddr) -> String) -> Nginx {
         let dir = tempfile::tempdir().unwrap();
         let addr = super::free_addr();
         let d = dir.path().display();
+        let master = if master { "on" } else { "off" };
         let conf = format!(
-            "daemon off; master_process off; worker_processes 1; error_log {d}/error.log; pid {d}/nginx.pid;
+            "daemon off; master_process {master}; worker_processes 1; error_log {d}/error.log; pid {d}/nginx.pid;
 events {{ worker_connections 256; }}
 http {{
   access_log off;
