@@ -17,10 +17,11 @@ listeners. Then over TLS (1.3, one ECDSA P-256 certificate), the router's
 engine against nginx: CPU per keep-alive request and RSS per idle
 connection at 2,000.
 
-Proxies: ketama-router with its HTTP/1 engine (KETAMA_HTTP1=engine), the
-same binary on Pingora's HTTP/1 path, stock Pingora (examples/
+Proxies: ketama-router (its own HTTP/1 engine), stock Pingora (examples/
 stock_pingora.rs, jemalloc), nginx (`hash $request_uri consistent`,
-keepalive 128).
+keepalive 128). The router's former path through Pingora's HTTP/1 proxy
+was measured beside them up to commit 613db7c (`KETAMA_HTTP1=pingora`);
+docs/router-benchmarks.md keeps those figures.
 """
 
 import os
@@ -32,8 +33,6 @@ import statistics
 import subprocess
 import time
 
-ENGINE = {"KETAMA_HTTP1": "engine"}
-PINGORA = {"KETAMA_HTTP1": "pingora"}
 
 
 def proc_cpu(pid):
@@ -122,8 +121,7 @@ def cost(lb):
     lb.log(f"cost (perf stat: {'yes' if use_perf else 'no, /proc only'})")
     base = 18800
     procs = [
-        ("ketama-router, HTTP/1 engine", base, lb.router(base, 1, env=ENGINE, server_extra="max_connections = 12000")[0]),
-        ("ketama-router, Pingora's HTTP/1", base + 1, lb.router(base + 1, 1, env=PINGORA, server_extra="max_connections = 12000")[0]),
+        ("ketama-router", base, lb.router(base, 1, server_extra="max_connections = 12000")[0]),
         ("stock Pingora (jemalloc)", base + 2, lb.stock(base + 2, 1, binary="stock-jemalloc")),
         ("nginx (1 worker, hash $request_uri consistent, keepalive 128)", base + 3, loadbench_bodies.nginx(lb, base + 3, False, conns=12000)),
     ]
@@ -199,10 +197,10 @@ def tls_costs(lb, use_perf, summary):
     import loadbench_tls
     cert, key = loadbench_tls.certificate(lb)
     base = 18820
-    router = loadbench_tls.router_tls(lb, base, cert, key, True, env=ENGINE,
+    router = loadbench_tls.router_tls(lb, base, cert, key, True,
                                       server_extra="max_connections = 12000")
     nginx = loadbench_tls.nginx_tls(lb, base + 1, cert, key, True)
-    procs = [("ketama-router, HTTP/1 engine", base, router.pid), ("nginx", base + 1, nginx.pid)]
+    procs = [("ketama-router", base, router.pid), ("nginx", base + 1, nginx.pid)]
     res = {name: [] for name, _, _ in procs}
     for r in range(lb.ROUNDS):
         for name, port, pid in procs[r % 2:] + procs[:r % 2]:

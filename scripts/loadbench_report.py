@@ -38,6 +38,21 @@ def summary(lb):
               f"| {c[0][3] / c[1][3]:.2f} | {c[0][3] / c[2][3]:.2f} |")
         print(f"| 10,000 connections, KiB each | {c[0][8]:.1f} | {c[1][8]:.1f} | - | {c[2][8]:.1f} "
               f"| {c[0][8] / c[1][8]:.2f} | {c[0][8] / c[2][8]:.2f} |")
+    k = lb.SUMMARY.get("cost")
+    if k:
+        rt, st = k["ketama-router"], k["stock Pingora (jemalloc)"]
+        ng = next(v for n, v in k.items() if n.startswith("nginx"))
+        print(f"| small request, CPU us (counted) | {rt['cpu_us']:.1f} | {st['cpu_us']:.1f} | - | {ng['cpu_us']:.1f} "
+              f"| {rt['cpu_us'] / st['cpu_us']:.2f} | {rt['cpu_vs_nginx']:.2f} |")
+        if rt["syscalls"] is not None:
+            print(f"| small request, system calls | {rt['syscalls']:.2f} | {st['syscalls']:.2f} | - | {ng['syscalls']:.2f} "
+                  f"| {rt['syscalls'] / st['syscalls']:.2f} | {rt['syscalls'] / ng['syscalls']:.2f} |")
+        idle = k["idle_kib"]
+        ir, is_ = idle["ketama-router"], idle["stock Pingora (jemalloc)"]
+        inn = next(v for n, v in idle.items() if n.startswith("nginx"))
+        for i, n in enumerate(("2,000", "10,000")):
+            print(f"| idle keep-alive connection at {n}, KiB | {ir[i]:.2f} | {is_[i]:.2f} | - | {inn[i]:.2f} "
+                  f"| {ir[i] / is_[i]:.2f} | {ir[i] / inn[i]:.2f} |")
     s = lb.SUMMARY.get("scale")
     if s:
         print(f"| 10,000 backends, RSS after start MB | {s['router_rss']:.1f} | {s['stock_rss']:.1f} | - | - | {s['rss']:.2f} | - |")

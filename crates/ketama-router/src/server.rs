@@ -218,14 +218,12 @@ pub fn build(
     };
     let mut proxy = pingora::proxy::http_proxy(&server.configuration, router);
     (proxy.server_options, proxy.h2_options) = h2;
-    // The router's own HTTP/1 engine (Pingora's HTTP/1 proxy with
-    // KETAMA_HTTP1=pingora, until that path is removed).
-    let engine = crate::http1::enabled().then(|| {
-        Arc::new(crate::http1::Engine {
-            routing: cell.reader(),
-            metrics: metrics.clone(),
-            access_log: access_log.clone(),
-        })
+    // HTTP/1 is the router's own engine's; Pingora's proxy serves HTTP/2
+    // clients, and HTTP/1 clients only with `[upstream_tls] h2`.
+    let engine = Arc::new(crate::http1::Engine {
+        routing: cell.reader(),
+        metrics: metrics.clone(),
+        access_log: access_log.clone(),
     });
     let guard = Guarded::new(proxy, default_max, cell.reader(), metrics.clone(), engine);
     if !tls_endpoints.is_empty() {

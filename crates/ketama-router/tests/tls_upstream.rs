@@ -314,3 +314,54 @@ fn check_loads_every_tls_file() {
     );
     refused(bad_ca, "upstream_tls.ca_file", "no certificate");
 }
+
+/// `[upstream_tls] h2 = true`: HTTP/1 clients' requests go through
+/// Pingora's proxy and its HTTP/2 client. An origin that speaks HTTP/2
+/// gets them over HTTP/2, one that offers only HTTP/1.1 by ALPN over
+/// HTTP/1.1; a reload that turns `h2` off sends the next connections
+/// through the router's engine over HTTP/1.1 again.
+#[test]
+fn http1_clients_reach_tls_backends_over_http2_with_h2() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = Ca::new(dir.path(), "ca");
+    let origin = |http2: &str| {
+        let cert = ca.issue("origin", &["origin.test"], 30);
+        let (cert, key) = (
+            cert.cert.display().to_string(),
+            cert.key.display().to_string(),
+        );
+        let http2 = http2.to_string();
+        Nginx::start(move |addr| {
+            format!(
+                "server {{
+    listen {addr} ssl {http2};
+    ssl_certificate {cert}; ssl_certificate_key {key};
+    location / {{ return 200 \"$server_protocol $request_uri\\n\"; }}
+  }}"
+            )
+        })
+    };
+    let trust = format!("ca_file = \"{}\"", ca.cert.display());
+    for (http2, proto) in [("http2", "HTTP/2.0"), ("", "HTTP/1.1")] {
+        let nginx = origin(http2);
+        let r = router_to(
+            nginx.addr,
+            &format!("{trust}\nh2 = true"),
+            "enabled = false",
+            dir.path(),
+        );
+        let resp = get(&r, "/a?b=1");
+        assert_eq!(resp.status, 200, "{}", resp.body);
+        assert_eq!(resp.body, format!("{proto} /a?b=1\n"));
+        // A request line the router refuses, refused on this path too.
+        let (status, text) = raw(r.proxy, b"GET /a HTTP/1.1 extra\r\nHost: x\r\n\r\n");
+        assert_eq!(status, Some(400), "{text}");
+        if http2.is_empty() {
+            continue;
+        }
+        reconfigure(&r, nginx.addr, &trust, "enabled = false", dir.path());
+        let resp = get(&r, "/after");
+        assert_eq!(resp.status, 200, "{}", resp.body);
+        assert_eq!(resp.body, "HTTP/1.1 /after\n", "h2 off: HTTP/1.1 again");
+    }
+}

@@ -15,19 +15,20 @@
 //!    listener with `server.h2c`, when the client's first bytes are the
 //!    HTTP/2 preface (read under the head deadline, then replayed);
 //!    HTTP/1.x otherwise;
-//! 4. wraps it in a [`Timed`] stream with the deadlines nginx applies
-//!    (see [`timed`]), and hands it to Pingora: HTTP/1.x requests one by
-//!    one through this loop (an idle keep-alive connection waits here, not
-//!    in Pingora's request future, so it holds about 6.5 KiB: its task,
-//!    its stream and this loop), HTTP/2 to Pingora's own HTTP/2 path (its
-//!    per-stream tasks, stream limits and reset budget), under
-//!    `h2_max_concurrent_streams`, the decoded header list capped at
-//!    `max_header_bytes`, and `keepalive_timeout_ms` as the idle time of a
-//!    connection with no open stream.
+//! 4. hands HTTP/1.x to the router's own engine ([`crate::http1`]), and
+//!    HTTP/2 to Pingora's HTTP/2 path (its per-stream tasks, stream
+//!    limits and reset budget) under `h2_max_concurrent_streams`, the
+//!    decoded header list capped at `max_header_bytes`, and
+//!    `keepalive_timeout_ms` as the idle time of a connection with no
+//!    open stream. With `[upstream_tls] h2`, HTTP/1.x goes to Pingora's
+//!    HTTP/1 proxy instead (its HTTP/2 client), wrapped in a [`Timed`]
+//!    stream with the deadlines nginx applies (see [`timed`]), requests one
+//!    by one through this loop.
 //!
-//! The time between two reads of a request body (`client_body_timeout`)
-//! is Pingora's per-read timeout, set by the proxy on each request; on
-//! HTTP/2 per stream, through the pingora-core patch in `vendor/`.
+//! On Pingora's paths the time between two reads of a request body
+//! (`client_body_timeout`) is Pingora's per-read timeout, set by the
+//! proxy on each request; on HTTP/2 per stream, through the pingora-core
+//! patch in `vendor/`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -65,20 +66,19 @@ pub struct Guarded<A> {
     routing: StateReader,
     /// Refusals are counted here.
     metrics: Arc<Metrics>,
-    /// The router's own HTTP/1 engine, when it serves HTTP/1 (see
-    /// [`crate::http1::enabled`]).
-    engine: Option<Arc<crate::http1::Engine>>,
+    /// The router's own HTTP/1 engine, which serves HTTP/1 unless the
+    /// backends speak HTTP/2 (`[upstream_tls] h2`).
+    engine: Arc<crate::http1::Engine>,
 }
 
 impl<A> Guarded<A> {
-    /// Wraps an HTTP app, for plain listeners; HTTP/1 goes to `engine`
-    /// when given.
+    /// Wraps an HTTP app, for plain listeners; HTTP/1 goes to `engine`.
     pub fn new(
         inner: A,
         default_max_connections: usize,
         routing: StateReader,
         metrics: Arc<Metrics>,
-        engine: Option<Arc<crate::http1::Engine>>,
+        engine: Arc<crate::http1::Engine>,
     ) -> Self {
         Guarded {
             engine,
@@ -234,7 +234,7 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         let tls = if self.tls { state.tls.clone() } else { None };
         // With `[upstream_tls] h2`, HTTP/1 requests go through Pingora's
         // proxy (its HTTP/2 client).
-        let engine = self.engine.clone().filter(|_| !state.upstream_tls.h2());
+        let engine = !state.upstream_tls.h2();
         drop(state);
         if open > max {
             // Closed at once: the client sees the end of the connection
@@ -246,27 +246,26 @@ impl<A: HttpServerApp + Send + Sync + 'static> Guarded<A> {
         // h2c check's are freed when they end instead of taking room in
         // this future for as long as the connection lives.
         let chosen = {
-            let choose =
-                Box::pin(self.choose(tcp, peer, tls, h2c, engine.is_some(), limits.header_timeout));
+            let choose = Box::pin(self.choose(tcp, peer, tls, h2c, engine, limits.header_timeout));
             choose.await
         };
-        match (chosen, engine) {
-            (Chosen::Engine(io, early), Some(e)) => {
+        match chosen {
+            Chosen::Engine(io, early) => {
                 let client = crate::http1::park::Idle {
                     io,
                     peer: Some(peer.ip()),
                     since: std::time::Instant::now(),
-                    engine: e,
+                    engine: self.engine.clone(),
                     drain: self.counts.clone(),
                     open: slot,
                 };
                 crate::http1::conn::serve(client, early).await;
             }
-            (Chosen::Pingora(stream, h2c), _) => {
+            Chosen::Pingora(stream, h2c) => {
                 let path = Box::pin(self.serve_pingora(stream, limits, h2c, pipelining, &shutdown));
                 path.await;
             }
-            _ => {}
+            Chosen::Closed => {}
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The two ways a client's connection is served once the guard let it in:
-//! Pingora's (HTTP/2, and HTTP/1 without the router's engine) behind a
+//! Pingora's (HTTP/2, and HTTP/1 when the backends speak HTTP/2) behind a
 //! [`Timed`] stream, and the router's own HTTP/1 engine.
 
 use std::net::SocketAddr;
@@ -72,7 +72,7 @@ pub(super) enum Chosen {
 impl<A> Guarded<A> {
     /// The connection's TLS handshake (with `tls`, on a TLS listener) and
     /// protocol: HTTP/2 by ALPN or, with `h2c`, by its preface goes to
-    /// Pingora, HTTP/1 to the engine when there is one (`engine`).
+    /// Pingora, HTTP/1 to the engine unless `engine` is false (`[upstream_tls] h2`).
     pub(super) async fn choose(
         &self,
         mut tcp: TcpStream,

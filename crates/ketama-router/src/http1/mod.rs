@@ -19,10 +19,10 @@
 //! - [`response`] and [`chunked`]: a backend's response head and chunked
 //!   bodies, read as nginx reads them.
 //!
-//! It serves HTTP/1 unless `KETAMA_HTTP1=pingora` is set in the router's
-//! environment (read once at start; Pingora's HTTP/1 proxy then serves,
-//! until that path is removed). With `[upstream_tls] h2 = true`, HTTP/1
-//! requests keep going through Pingora's proxy (its HTTP/2 client).
+//! It serves every HTTP/1.x connection, except with `[upstream_tls] h2 =
+//! true`: then HTTP/1 requests keep going through Pingora's proxy, whose
+//! HTTP/2 client the backends need (decided per connection, at its
+//! accept, by the routing state in force).
 
 use std::sync::Arc;
 
@@ -57,11 +57,4 @@ pub struct Engine {
     pub metrics: Arc<Metrics>,
     /// The access log.
     pub access_log: AccessLog,
-}
-
-/// Whether the engine serves HTTP/1 in this process: unless
-/// `KETAMA_HTTP1=pingora` (read once).
-pub fn enabled() -> bool {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *ON.get_or_init(|| std::env::var("KETAMA_HTTP1").map_or(true, |v| v != "pingora"))
 }
