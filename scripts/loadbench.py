@@ -115,9 +115,12 @@ def free_port():
 
 def nginx_origins():
     conf = os.path.join(W, "origin.conf")
-    # /b/ serves the bodies section's files, /up/ takes its uploads.
+    # /b/ serves the bodies section's files, /up/ takes its uploads, /wait/
+    # reads a whole body before it answers (the cost section's stalled
+    # uploads: nginx buffers the body before it proxies).
     servers = "\n".join(f"server {{ listen {o}; location / {{ return 200 \"ok\\n\"; }} location /b/ {{ root {W}/www; }} "
-                        f"location /up/ {{ client_max_body_size 2m; return 200 \"ok\\n\"; }} }}" for o in ORIGINS)
+                        f"location /up/ {{ client_max_body_size 2m; return 200 \"ok\\n\"; }} "
+                        f"location /wait/ {{ client_max_body_size 2m; proxy_pass http://127.0.3.7:{WIDE_PORT}; }} }}" for o in ORIGINS)
     with open(conf, "w") as f:
         f.write(f"""worker_processes 1; daemon off; pid {W}/origin.pid; error_log {W}/origin.err crit;
 worker_rlimit_nofile 16384;

@@ -110,6 +110,24 @@ def idle_kib(lb, pid, port, n, tls_ctx=None):
     return (held - before) * 1e6 / n / 1024
 
 
+def stalled_kib(lb, pid, port, n=300):
+    """RSS per stalled upload: n connections each send a 1 MiB POST's head
+    and one byte of its body, then nothing (the origins wait for the
+    body too)."""
+    before = lb.rss_mb(pid)
+    socks = []
+    for i in range(n):
+        s = socket.create_connection(("127.0.0.1", port))
+        s.sendall(b"POST /wait/%d HTTP/1.1\r\nHost: bench.test\r\nContent-Length: 1048576\r\n\r\nx" % i)
+        socks.append(s)
+    time.sleep(2)
+    held = lb.rss_mb(pid)
+    for s in socks:
+        s.close()
+    time.sleep(2)
+    return (held - before) * 1e6 / n / 1024
+
+
 def fmt(v, f="{:.2f}"):
     return "-" if v is None else f.format(v)
 
@@ -169,6 +187,14 @@ def cost(lb):
         print(f"| {name} | {a:.2f} | {b:.2f} | {a / na:.2f} | {b / nb:.2f} |")
     print()
     summary["idle_kib"] = idle
+    stalled = {name: stalled_kib(lb, pids[name], port) for name, port, _ in procs}
+    print("### RSS per stalled upload (300 POSTs of 1 MiB that sent one byte of their body), KiB\n")
+    print("| proxy | KiB each | / nginx's |")
+    print("|---|---:|---:|")
+    for name, v in stalled.items():
+        print(f"| {name} | {v:.2f} | {v / stalled[nginx]:.2f} |")
+    print()
+    summary["stalled_kib"] = stalled
 
     pause = pause_lua(lb)
     paused = {name: [] for name, _, _ in procs}

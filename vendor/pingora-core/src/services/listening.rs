@@ -231,10 +231,7 @@ impl<A: ServerApp + Send + Sync + 'static> Service<A> {
                     let shutdown = shutdown.clone();
                     current_handle().spawn(async move {
                         let peer_addr = io.peer_addr();
-                        // Boxed: the handshake's state (a TLS accept's is
-                        // several kilobytes) is freed when it ends, instead
-                        // of living in every connection's task until it closes.
-                        match timeout(Duration::from_secs(60), Box::pin(io.handshake())).await {
+                        match timeout(Duration::from_secs(60), io.handshake()).await {
                             Ok(handshake) => {
                                 match handshake {
                                     Ok(io) => Self::handle_event(io, app, shutdown).await,
