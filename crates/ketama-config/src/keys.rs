@@ -107,6 +107,10 @@ pub const KEYS: &[KeyDoc] = &[
     k("health", "timeout_ms", "500", "a check's timeout"),
     k("health", "healthy_threshold", "1", "passes in a row that bring a backend back"),
     k("health", "unhealthy_threshold", "2", "failures in a row that take a backend out"),
+    k("cache_status", "header", "\"cache-status\"", "the response header that says whether the backend's cache answered: cache-status is read as RFC 9211's list (its last member: hit, fwd=stale, fwd=bypass, other fwd: miss); any other as a comma-separated list whose last value is matched against the lists below"),
+    k("cache_status", "hit", "[\"HIT\", \"STALE\", \"UPDATING\"]", "values that are answers from the cache (any case)"),
+    k("cache_status", "miss", "[\"MISS\", \"EXPIRED\", \"REVALIDATED\"]", "values where the cache went to the origin"),
+    k("cache_status", "bypass", "[\"BYPASS\"]", "values where the cache did not take part"),
     k("balance", "factor", "-", "bounded loads: no backend above factor% of the average load (100 to 1000; absent: off)"),
     k("[discovery]", "srv", "-", "an SRV name: one backend per target and port"),
     k("[discovery]", "name", "-", "a host name: one backend per A/AAAA address, with port"),
@@ -218,7 +222,8 @@ mod tests {
         let model = concat!(
             include_str!("model.rs"),
             include_str!("model_tls.rs"),
-            include_str!("model_log.rs")
+            include_str!("model_log.rs"),
+            include_str!("model_cache.rs")
         );
         let listed: std::collections::HashSet<&str> = KEYS.iter().map(|d| d.key).collect();
         let mut missing = Vec::new();
@@ -245,6 +250,7 @@ mod tests {
                 "upstream_tls",
                 "certificates",
                 "access_log",
+                "cache_status",
             ];
             if name.chars().all(|c| c.is_ascii_lowercase() || c == '_')
                 && !sections.contains(&name)

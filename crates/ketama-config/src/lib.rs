@@ -31,9 +31,11 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod cache_status;
 pub mod discovery;
 pub mod keys;
 pub mod model;
+mod model_cache;
 mod model_log;
 mod model_tls;
 pub mod pem;

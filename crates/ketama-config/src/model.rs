@@ -6,6 +6,7 @@ use std::collections::HashMap;
 
 use serde::Deserialize;
 
+pub use crate::model_cache::CacheStatusSection;
 pub use crate::model_log::{AccessLogSection, LogFormat};
 pub use crate::model_tls::{CertificateSection, TlsSection, UpstreamTlsSection};
 
@@ -49,6 +50,9 @@ pub struct Config {
     pub upstream_tls: UpstreamTlsSection,
     /// The access log (absent: none).
     pub access_log: Option<AccessLogSection>,
+    /// How each response's cache result is read.
+    #[serde(default)]
+    pub cache_status: CacheStatusSection,
 }
 
 /// The routing part of a configuration, as a fleet shares it through etcd
@@ -83,6 +87,9 @@ pub struct Routing {
     /// TLS to backends with `tls = true`.
     #[serde(default)]
     pub upstream_tls: UpstreamTlsSection,
+    /// How each response's cache result is read.
+    #[serde(default)]
+    pub cache_status: CacheStatusSection,
 }
 
 impl Config {
@@ -103,6 +110,7 @@ impl Config {
             health: shared.health,
             balance: shared.balance,
             upstream_tls: shared.upstream_tls,
+            cache_status: shared.cache_status,
         }
     }
 }

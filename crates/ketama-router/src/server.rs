@@ -275,8 +275,12 @@ pub fn build(
         crate::control::ControlService {
             control,
             cell: cell.clone(),
-            metrics,
+            metrics: metrics.clone(),
         },
+    ));
+    server.add_service(background_service(
+        "cache totals",
+        crate::metrics::cache::CacheTicker { metrics },
     ));
     server.add_service(background_service(
         "sigusr1 access log reopen",

@@ -124,6 +124,8 @@ pub struct RoutingState {
     pub tls: Option<Arc<ServerTls>>,
     /// How backends with `tls = true` are reached.
     pub upstream_tls: Arc<UpstreamTls>,
+    /// How a response's cache result is read (`[cache_status]`).
+    pub cache: ketama_config::cache_status::CacheRules,
     /// Each ring's keys per backend, computed on first use (the admin
     /// page); a state's rings never change.
     shares: std::sync::OnceLock<Vec<Vec<u64>>>,
@@ -302,6 +304,7 @@ impl RoutingState {
                 .map(|_| std::array::from_fn(|_| (AtomicU64::new(0), AtomicU64::new(0))))
                 .collect(),
         });
+        let cache = v.config.cache_status.rules();
         Ok(RoutingState {
             plan,
             backends,
@@ -311,6 +314,7 @@ impl RoutingState {
             validated: v,
             tls,
             upstream_tls,
+            cache,
             shares: std::sync::OnceLock::new(),
         })
     }

@@ -177,3 +177,51 @@ fn the_page_loads_without_a_token_and_nothing_else_does() {
     assert_eq!(v["rings"], serde_json::json!(["only"]));
     assert_eq!(v["backends"]["share"][0][0], 100.0);
 }
+
+/// The cache box and the table's hit column, from two nginx backends whose
+/// `Cache-Status` says hit for one and a miss for the other.
+#[test]
+fn the_page_shows_hit_ratios_by_ring_and_backend() {
+    use common::tls::Nginx;
+    let backend = |member: &'static str| {
+        Nginx::start(move |addr| {
+            format!(
+                "server {{ listen {addr};
+    location / {{ add_header Cache-Status \"{member}\"; return 200 \"ok\\n\"; }} }}"
+            )
+        })
+    };
+    let (hit, miss) = (backend("a; hit"), backend("b; fwd=miss"));
+    let addrs = [hit.addr, miss.addr];
+    let (r, _dir, _) = router_from(|proxy, admin, _| {
+        config_with(&addrs, proxy, admin, "", "").replace("token = \"sekret\"", "auth = false")
+    });
+    let mut hits = 0;
+    for u in urls(200) {
+        let resp = get(&r, &u);
+        assert_eq!(resp.status, 200);
+        hits += (resp.headers["x-ketama-backend"] == hit.addr.to_string()) as u32;
+    }
+    assert!(
+        (40..160).contains(&hits),
+        "{hits} of 200 went to the hit backend"
+    );
+    let dom = rendered(&format!("http://{}/ui", r.admin));
+    let rows = rows(&dom);
+    let hit_cell = |server: SocketAddr| {
+        let row = rows
+            .iter()
+            .find(|(s, _, _)| *s == server.to_string())
+            .unwrap();
+        row.1[10].clone()
+    };
+    assert_eq!(hit_cell(hit.addr), "100.0", "{rows:?}");
+    assert_eq!(hit_cell(miss.addr), "0.0", "{rows:?}");
+    let start = dom.find("<div id=\"cache\">").expect("the cache box");
+    let cache = &dom[start..start + dom[start..].find("</div>").unwrap()];
+    let want = format!("{:.1} %", hits as f64 / 2.0);
+    assert!(
+        cache.contains("<td>only</td>") && cache.contains(&want),
+        "{want} not in {cache}"
+    );
+}

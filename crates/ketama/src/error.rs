@@ -110,6 +110,10 @@ pub enum Error {
     /// it.
     #[error("this route was made by another route table: advance a route only on the table whose route() made it")]
     ForeignRoute,
+    /// [`RouteTable::counterpart`](crate::RouteTable::counterpart) was given
+    /// a key other than the one its route was made for.
+    #[error("this key is not the one the route was made for: pass counterpart() the key that route() was given")]
+    KeyNotRouted,
     /// A [`FailoverCursor`](crate::FailoverCursor) was advanced on a ring
     /// (or requirement) that did not make it.
     #[error("this failover cursor was made by another ring: advance a cursor only on the ring (or requirement) that made it")]

@@ -314,6 +314,46 @@ impl RouteTable {
         })
     }
 
+    /// The same key's route on the migration's other ring (`new` for a
+    /// route on `old`, and back), under the same need: where the key would
+    /// go if the rollout switched it, or, for a key the new ring routes,
+    /// its previous owner. `Ok(None)` without a migration (`only`). Node
+    /// indices of the answer are its ring's: compare nodes across rings by
+    /// [`node`](Self::node), not by index.
+    ///
+    /// Cost: the other scheme's key hash and one ring search, plus one
+    /// hash of the key to check it is the route's.
+    ///
+    /// # Errors
+    /// [`Error::ForeignRoute`] for a route another table made;
+    /// [`Error::KeyNotRouted`] for a key other than the route's.
+    pub fn counterpart(&self, key: &[u8], route: &Route) -> Result<Option<Route>> {
+        if route.table != self.id {
+            return Err(Error::ForeignRoute);
+        }
+        let other = match route.version {
+            Version::Only => return Ok(None),
+            Version::Old => Version::New,
+            Version::New => Version::Old,
+        };
+        if self.ring(route.version).hash_key(key) != route.hash {
+            return Err(Error::KeyNotRouted);
+        }
+        let ring = self.ring(other);
+        let hash = ring.hash_key(key);
+        let cursor = match route.need {
+            Some(i) => self.prepared(i, other).cursor(hash),
+            None => ring.failover_cursor(hash),
+        };
+        Ok(Some(Route {
+            table: self.id,
+            version: other,
+            hash,
+            need: route.need,
+            cursor,
+        }))
+    }
+
     fn prepared(&self, index: u32, v: Version) -> &Requirement {
         let p = &self.needs[index as usize];
         match (v, &p.new) {

@@ -201,3 +201,58 @@ fn a_cursor_belongs_to_its_ring() {
     );
     assert!(req.advance(&mut rc).unwrap().is_some());
 }
+
+/// A key's counterpart is its route on the other ring, under the same
+/// need: what the other ring alone would answer, and back again.
+#[test]
+fn a_counterpart_is_the_same_key_on_the_other_ring() {
+    let mut rng = common::rng(49);
+    let nodes = nodes(&mut rng, 12);
+    let old = ring(nodes.clone(), Scheme::Nginx, Layout::Compact, 160);
+    let new = ring(nodes, Scheme::Nginx, Layout::Packed, 40);
+    let mut table = RouteTable::migrating(Migration::new(
+        old.clone(),
+        new.clone(),
+        Rollout::new(5000).unwrap(),
+    ));
+    let eu = table.need(&["eu"]).unwrap();
+    let mut alone = [RouteTable::new(old.clone()), RouteTable::new(new.clone())];
+    let alone_eu = alone.each_mut().map(|t| t.need(&["eu"]).unwrap());
+    let mut seen = [0; 2];
+    for _ in 0..2000 {
+        let key = common::random_key(&mut rng);
+        for need in [None, Some(eu)] {
+            let route = table.route(&key, need, None).unwrap();
+            let mut other = table.counterpart(&key, &route).unwrap().unwrap();
+            let (here, there) = match route.version() {
+                Version::Old => (0, 1),
+                _ => (1, 0),
+            };
+            seen[here] += 1;
+            assert_ne!(other.version(), route.version());
+            let alone_need = need.map(|_| alone_eu[there]);
+            let mut want = alone[there].route(&key, alone_need, None).unwrap();
+            let got: Vec<usize> = std::iter::from_fn(|| table.next(&mut other).unwrap()).collect();
+            let want: Vec<usize> =
+                std::iter::from_fn(|| alone[there].next(&mut want).unwrap()).collect();
+            assert_eq!(got, want);
+            let back = table.counterpart(&key, &other).unwrap().unwrap();
+            assert_eq!(
+                (back.version(), back.hash()),
+                (route.version(), route.hash())
+            );
+        }
+    }
+    assert!(seen[0] > 500 && seen[1] > 500, "{seen:?}");
+    let route = table.route(b"/a", None, None).unwrap();
+    assert_eq!(
+        table.counterpart(b"/b", &route).unwrap_err(),
+        Error::KeyNotRouted
+    );
+    assert_eq!(
+        alone[0].counterpart(b"/a", &route).unwrap_err(),
+        Error::ForeignRoute
+    );
+    let only = alone[0].route(b"/a", None, None).unwrap();
+    assert!(alone[0].counterpart(b"/a", &only).unwrap().is_none());
+}

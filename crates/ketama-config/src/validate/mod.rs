@@ -300,6 +300,7 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
     }
     tls::upstream(&config, file, &mut warnings)?;
     sections::access_log(&config, file)?;
+    sections::cache_status(&config, file)?;
     let (ring, new_ring, key) = sections::rings_and_key(&config, file)?;
     let discovery = discovery_sources(&config, file)?;
     let balance = match &config.balance {

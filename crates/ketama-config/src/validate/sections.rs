@@ -110,6 +110,50 @@ pub(super) fn access_log(config: &Config, file: &str) -> Result<(), ConfigError>
     Ok(())
 }
 
+/// `[cache_status]`: a header name, and values that are tokens, each in
+/// one list only.
+pub(super) fn cache_status(config: &Config, file: &str) -> Result<(), ConfigError> {
+    let c = &config.cache_status;
+    let token = |v: &str| {
+        !v.is_empty()
+            && v.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    };
+    if !token(&c.header) {
+        return Err(err(
+            file,
+            "cache_status.header",
+            format!(
+                "{:?} is not a header name: name the response header that carries the cache's answer (cache-status, x-cache, ...)",
+                c.header
+            ),
+        ));
+    }
+    let mut seen: Vec<(String, &str)> = Vec::new();
+    for (list, values) in [("hit", &c.hit), ("miss", &c.miss), ("bypass", &c.bypass)] {
+        for (i, v) in values.iter().enumerate() {
+            let key = format!("cache_status.{list}[{i}]");
+            if !token(v.trim()) {
+                return Err(err(
+                    file,
+                    key,
+                    format!("{v:?} is not one value: give each value as a word without commas or spaces (HIT, MISS, ...)"),
+                ));
+            }
+            let upper = v.trim().to_ascii_uppercase();
+            if let Some((_, other)) = seen.iter().find(|(u, _)| *u == upper) {
+                return Err(err(
+                    file,
+                    key,
+                    format!("{v:?} is in cache_status.{other} too: a value means one result; remove one"),
+                ));
+            }
+            seen.push((upper, list));
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn admin(
     config: &Config,
     file: &str,

@@ -6,7 +6,9 @@
 //! `bytes_sent` (response body bytes, as nginx's `$body_bytes_sent`),
 //! `duration_ms` (head's first byte to the response's last byte),
 //! `backend` (as configured; empty when none), `ring` (`only`, `old`,
-//! `new`; empty when no route was made), `attempts`, `upstream_ms` (the
+//! `new`; empty when no route was made), `cache` (what the backend's cache
+//! said: `hit`, `miss`, `stale`, `bypass`, `other`, `none`; empty when no
+//! backend answered; see `[cache_status]`), `attempts`, `upstream_ms` (the
 //! final attempt: request head sent to the backend's last byte; `null`
 //! when no attempt sent one), `spilled` (full backends passed over),
 //! `labels` (the label requirement applied; `[]` when none).
@@ -45,6 +47,8 @@ pub struct Entry<'a> {
     pub backend: &'a str,
     /// The ring the route used ("" when none).
     pub ring: &'a str,
+    /// The backend's cache result ("" when no backend answered).
+    pub cache: &'a str,
     /// Backends tried.
     pub attempts: usize,
     /// The final attempt's time in the backend.
@@ -100,6 +104,8 @@ fn json(out: &mut String, e: &Entry<'_>) {
     json_str(out, e.backend.as_bytes());
     out.push_str(",\"ring\":");
     json_str(out, e.ring.as_bytes());
+    out.push_str(",\"cache\":");
+    json_str(out, e.cache.as_bytes());
     let _ = write!(out, ",\"attempts\":{},\"upstream_ms\":", e.attempts);
     match e.upstream {
         Some(d) => {
@@ -193,6 +199,7 @@ mod tests {
             duration: Duration::from_micros(1_234_567),
             backend: "10.0.0.1:80",
             ring: "only",
+            cache: "hit",
             attempts: 2,
             upstream: Some(Duration::from_micros(900)),
             spilled: 0,
@@ -219,7 +226,8 @@ mod tests {
         assert_eq!(v["upstream_ms"], 0.9);
         assert_eq!(v["attempts"], 2);
         assert_eq!(v["labels"], serde_json::json!(["ssd"]));
-        assert_eq!(v.as_object().unwrap().len(), 14);
+        assert_eq!(v["cache"], "hit");
+        assert_eq!(v.as_object().unwrap().len(), 15);
     }
 
     #[test]

@@ -171,6 +171,11 @@ pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Va
                 "expires_in_s": c.facts.expires_in(),
             })).collect::<Vec<_>>(),
         })),
+        "cache_status": crate::metrics::cache::status_json(
+            &m.cache,
+            state.cache.header(),
+            table.versions(),
+        ),
         "pid": std::process::id(),
     })
 }

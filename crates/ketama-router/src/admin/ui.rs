@@ -15,8 +15,10 @@ use serde::Serialize;
 use serde_json::json;
 
 use super::Admin;
+use crate::metrics::cache::{hit_ratio, CacheCounters, RINGS};
 use crate::metrics::histogram::{quantile, BUCKETS};
 use crate::state::RoutingState;
+use ketama_config::cache_status::CacheResult;
 
 /// The page.
 pub const PAGE: &str = include_str!("ui.html");
@@ -57,6 +59,10 @@ struct Columns<'a> {
     requests: Vec<u64>,
     r5xx: Vec<u64>,
     errors: Vec<u64>,
+    /// Responses its cache said were hits, and that went to the origin
+    /// (`miss`, `stale`, `bypass`), since start.
+    cache_hits: Vec<u64>,
+    cache_origin: Vec<u64>,
     /// Over the window, milliseconds.
     p50_ms: Vec<Option<f64>>,
     p99_ms: Vec<Option<f64>>,
@@ -130,6 +136,8 @@ pub fn data(admin: &Admin, state: &Arc<RoutingState>) -> String {
         requests: Vec::with_capacity(n),
         r5xx: Vec::with_capacity(n),
         errors: Vec::with_capacity(n),
+        cache_hits: Vec::with_capacity(n),
+        cache_origin: Vec::with_capacity(n),
         p50_ms: Vec::with_capacity(n),
         p99_ms: Vec::with_capacity(n),
         in_flight: state.balance.as_ref().map(|_| Vec::with_capacity(n)),
@@ -157,6 +165,15 @@ pub fn data(admin: &Admin, state: &Arc<RoutingState>) -> String {
         c.requests.push(classes[1..].iter().sum());
         c.r5xx.push(classes[5]);
         c.errors.push(classes[0]);
+        let cache = b.metrics.cache_results();
+        c.cache_hits.push(cache[CacheResult::Hit.index()]);
+        c.cache_origin.push(
+            CacheResult::ALL
+                .iter()
+                .filter(|r| r.contacted_origin())
+                .map(|r| cache[r.index()])
+                .sum(),
+        );
         let ms = |q| quantile(&latency[i], q).map(|s| round(s * 1000.0, 3));
         c.p50_ms.push(ms(0.5));
         c.p99_ms.push(ms(0.99));
@@ -169,6 +186,7 @@ pub fn data(admin: &Admin, state: &Arc<RoutingState>) -> String {
         "now_ms": crate::health::now_ms(),
         "rings": versions.iter().map(|v| v.name()).collect::<Vec<_>>(),
         "window_s": window_s,
+        "cache_history": cache_history(&admin.metrics.cache),
         "status": super::status_of(admin, state, false),
     });
     // The columns are written by serde directly (no Value per cell).
@@ -178,4 +196,30 @@ pub fn data(admin: &Admin, state: &Arc<RoutingState>) -> String {
     out.push_str(&serde_json::to_string(&c).unwrap_or_else(|_| "{}".into()));
     out.push_str("}\n");
     out
+}
+
+/// The hit ratio per ring in each interval between two kept totals (every
+/// 5 s, the last 10 minutes), oldest first: `{"ages_s": [...], RING:
+/// [ratio or null, ...]}` for the rings with any response.
+fn cache_history(c: &CacheCounters) -> serde_json::Value {
+    let kept = c.history(Instant::now());
+    let mut doc = serde_json::Map::new();
+    doc.insert(
+        "ages_s".into(),
+        json!(kept
+            .iter()
+            .skip(1)
+            .map(|(age, _)| round(age.as_secs_f64(), 1))
+            .collect::<Vec<_>>()),
+    );
+    for v in RINGS {
+        let ratios: Vec<Option<f64>> = kept
+            .windows(2)
+            .map(|w| hit_ratio(&w[1].1.since(&w[0].1).ring(v)).map(|r| round(r, 4)))
+            .collect();
+        if ratios.iter().any(Option::is_some) {
+            doc.insert(v.name().into(), json!(ratios));
+        }
+    }
+    doc.into()
 }

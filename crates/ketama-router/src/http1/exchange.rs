@@ -20,7 +20,7 @@ use super::response::ResponseHead;
 use super::upstream::{self, Upstream};
 use super::{buffers, Engine};
 use crate::policy::end::Ended;
-use crate::policy::route::{choose, decide};
+use crate::policy::route::{choose, decide, moved, previous_owner};
 use crate::policy::{self, Attempt, Failure, RetryFacts, Stage};
 use crate::state::RoutingState;
 
@@ -35,6 +35,10 @@ struct Track {
     slot: Option<LoadGuard>,
     started: Option<Instant>,
     upstream_status: Option<u16>,
+    /// The response's cache result.
+    cache: Option<ketama_config::cache_status::CacheResult>,
+    /// The key's previous owner (the old ring's choice), on a `new` route.
+    previous: Option<usize>,
     upstream_failed: bool,
     head_sent: Option<Instant>,
     upstream_time: Option<Duration>,
@@ -98,6 +102,8 @@ fn record(e: &Engine, c: &Conn, state: &RoutingState, began: Instant, t: &Track)
         backend: t.backend,
         started: t.started,
         upstream_status: t.upstream_status,
+        cache: t.cache,
+        moved: moved(t.route.as_ref(), t.previous, t.backend),
         upstream_failed: t.upstream_failed,
         attempts: t.attempts,
         spills: t.spills,
@@ -112,7 +118,7 @@ fn record(e: &Engine, c: &Conn, state: &RoutingState, began: Instant, t: &Track)
         referer: header(b"referer"),
         user_agent: header(b"user-agent"),
     };
-    crate::policy::end::record(&ended, &e.access_log);
+    crate::policy::end::record(&ended, &e.access_log, &e.metrics);
 }
 
 /// The exchange proper; `t` keeps what it did for the record.
@@ -152,6 +158,14 @@ async fn run(e: &Engine, c: &mut Conn, state: &Arc<RoutingState>, t: &mut Track)
         }
     };
     e.metrics.lookup(route.version());
+    let req = Request {
+        head: &c.head,
+        buf: &c.buf,
+    };
+    t.previous = previous_owner(&req, state, &route).unwrap_or_else(|err| {
+        tracing::error!("no previous owner: {err}");
+        None
+    });
     t.route = Some(route);
     t.rule = rule;
     t.started = Some(Instant::now());
@@ -325,6 +339,15 @@ async fn attempt(
         }
     }
     t.upstream_status = Some(head.status);
+    let name = state.cache.header().as_bytes();
+    t.cache = Some(
+        state.cache.classify(
+            head.headers
+                .iter()
+                .filter(|h| h.name.of(&rb).eq_ignore_ascii_case(name))
+                .map(|h| h.value.of(&rb)),
+        ),
+    );
     let is_head = Request {
         head: &c.head,
         buf: &c.buf,

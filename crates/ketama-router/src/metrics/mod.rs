@@ -26,6 +26,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
+pub mod cache;
 mod gauges;
 pub mod histogram;
 
@@ -54,6 +55,8 @@ pub struct BackendMetrics {
     /// Each attempt that sent its head: the head sent to the last byte.
     upstream: Histogram,
     spills: AtomicU64,
+    /// Responses by cache result, in `CacheResult::ALL` order.
+    cache: [AtomicU64; 6],
 }
 
 impl BackendMetrics {
@@ -73,7 +76,19 @@ impl BackendMetrics {
             duration: Histogram::default(),
             upstream: Histogram::default(),
             spills: AtomicU64::new(0),
+            cache: Default::default(),
         }
+    }
+
+    /// Counts a response of this backend by its cache result.
+    #[inline]
+    pub fn cache(&self, result: ketama_config::cache_status::CacheResult) {
+        self.cache[result.index()].fetch_add(1, Relaxed);
+    }
+
+    /// Responses by cache result, in `CacheResult::ALL` order.
+    pub fn cache_results(&self) -> [u64; 6] {
+        self.cache.each_ref().map(|c| c.load(Relaxed))
     }
 
     /// Counts a proxied request by the status the backend answered (0 for
@@ -209,6 +224,26 @@ fn render_backends(
     }
     family_head(
         out,
+        "ketama_backend_cache_responses",
+        "counter",
+        "Responses by backend and the cache result their cache-status header gave (hit, miss, stale, bypass, other, none)",
+        openmetrics,
+    );
+    let results =
+        ketama_config::cache_status::CacheResult::ALL.map(|r| format!(",result=\"{}\"", r.name()));
+    for b in all {
+        for (extra, n) in results.iter().zip(&b.cache) {
+            sample(
+                out,
+                "ketama_backend_cache_responses_total",
+                &b.label,
+                extra,
+                n.load(Relaxed),
+            );
+        }
+    }
+    family_head(
+        out,
         "ketama_backend_healthy",
         "gauge",
         "1 if the backend passes its health checks",
@@ -234,6 +269,8 @@ pub struct Metrics {
     tls_failures: [Counter; 4],
     /// Client connections open now, counted by the connection guard.
     connections: AtomicUsize,
+    /// Cache results and answers by ring.
+    pub cache: cache::CacheCounters,
 }
 
 impl Default for Metrics {
@@ -298,6 +335,7 @@ impl Default for Metrics {
             upstream_errors,
             resolutions,
             control_rejected,
+            cache: cache::CacheCounters::default(),
         }
     }
 }
@@ -401,6 +439,7 @@ impl Metrics {
             s.truncate(s.len() - "# EOF\n".len());
         }
         render_gauges(&mut s, snap, openmetrics);
+        self.cache.render(&mut s, openmetrics);
         // Taken out of the lock first: a reload may need it meanwhile.
         let all: Vec<Arc<BackendMetrics>> = self
             .backends

@@ -7,9 +7,11 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant, SystemTime};
 
 use ketama::Route;
+use ketama_config::cache_status::CacheResult;
 
 use crate::access_log::line::{self, Entry};
 use crate::access_log::AccessLog;
+use crate::metrics::Metrics;
 use crate::state::RoutingState;
 
 thread_local! {
@@ -31,6 +33,11 @@ pub struct Ended<'a> {
     pub started: Option<Instant>,
     /// The status the last backend answered (its response head arrived).
     pub upstream_status: Option<u16>,
+    /// What that response's cache-status header said (`[cache_status]`).
+    pub cache: Option<CacheResult>,
+    /// The key moved: the new ring routed it, and not to the old ring's
+    /// first eligible backend ([`crate::policy::route::previous_owner`]).
+    pub moved: bool,
     /// The request ended on a failure of the backend's own.
     pub upstream_failed: bool,
     /// Backends tried.
@@ -62,9 +69,24 @@ pub struct Ended<'a> {
 /// Records a request's end: the backend's counters (the status it
 /// answered, or `error` for its own failure; nothing when the client
 /// failed or nothing reached a backend) and a success for its passive
-/// health, the sampled trace line, and the access log line.
-pub fn record(e: &Ended<'_>, access_log: &AccessLog) {
+/// health, the cache result and answer by ring, the sampled trace line,
+/// and the access log line.
+pub fn record(e: &Ended<'_>, access_log: &AccessLog, metrics: &Metrics) {
     let state = e.state;
+    if let Some(route) = e.route {
+        let ring = route.version();
+        match e.upstream_status {
+            Some(s) => metrics.cache.class(ring, Some(s)),
+            // The router's own failure (no backend left, or every attempt
+            // failed); a client that failed is not counted.
+            None if e.status >= 500 => metrics.cache.class(ring, None),
+            None => {}
+        }
+        if let (Some(result), Some(n)) = (e.cache, e.backend) {
+            metrics.cache.response(ring, e.moved, result, e.bytes_sent);
+            state.backends[n].metrics.cache(result);
+        }
+    }
     if let (Some(n), Some(started)) = (e.backend, e.started) {
         let b = &state.backends[n];
         let seconds = started.elapsed().as_secs_f64();
@@ -114,6 +136,7 @@ pub fn record(e: &Ended<'_>, access_log: &AccessLog) {
         duration,
         backend,
         ring,
+        cache: e.cache.map_or("", CacheResult::name),
         attempts: e.attempts,
         upstream: e.upstream_time,
         spilled: e.spills,

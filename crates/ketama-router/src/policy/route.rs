@@ -8,7 +8,7 @@ use std::cell::RefCell;
 
 use http::HeaderName;
 use ketama::load::LoadGuard;
-use ketama::Route;
+use ketama::{Route, Version};
 
 use crate::state::{Key, RoutingState, RuleMatch};
 
@@ -117,6 +117,37 @@ pub fn decide(
         plan.table.route(key, need, plan.scope.as_deref())
     })
     .map(|route| (route, rule))
+}
+
+/// The key's previous owner, for a request the new ring of a migration
+/// routes: the old ring's first eligible backend (in rotation, under the
+/// same label requirement). `None` for a request another ring routes, or
+/// when the old ring has no eligible backend. Both rings of the router's
+/// plan are built on the same node list, so the index is a backend's.
+///
+/// Cost: the old scheme's key hash, one ring search and a walk to the
+/// first healthy node; only during a migration, only for `new` routes.
+pub fn previous_owner(
+    req: &impl RequestView,
+    state: &RoutingState,
+    route: &Route,
+) -> Result<Option<usize>, ketama::Error> {
+    if route.version() != Version::New {
+        return Ok(None);
+    }
+    let table = &state.plan.table;
+    let Some(mut old) = with_routing_key(req, &state.key, |key| table.counterpart(key, route))?
+    else {
+        return Ok(None);
+    };
+    table.next_where(&mut old, |n| state.backends[n].health.is_healthy())
+}
+
+/// Whether a request's key moved: the new ring routed it, to `backend`,
+/// and the old ring would have sent it elsewhere (`previous`, from
+/// [`previous_owner`]).
+pub fn moved(route: Option<&Route>, previous: Option<usize>, backend: Option<usize>) -> bool {
+    route.is_some_and(|r| r.version() == Version::New) && previous != backend
 }
 
 /// A backend chosen for one attempt.

@@ -58,6 +58,8 @@ impl Router {
             backend: ctx.backend,
             started: ctx.started,
             upstream_status: ctx.upstream_status,
+            cache: ctx.cache,
+            moved: crate::policy::route::moved(ctx.route.as_ref(), ctx.previous, ctx.backend),
             upstream_failed: e.is_some_and(|e| *e.esource() == ErrorSource::Upstream),
             attempts: ctx.attempts(),
             spills: ctx.spills,
@@ -75,6 +77,6 @@ impl Router {
             referer: header(http::header::REFERER),
             user_agent: header(http::header::USER_AGENT),
         };
-        crate::policy::end::record(&ended, &self.access_log);
+        crate::policy::end::record(&ended, &self.access_log, &self.metrics);
     }
 }

@@ -61,6 +61,10 @@ pub struct Ctx {
     exhausted: bool,
     /// The status the backend answered, once its response head arrived.
     upstream_status: Option<u16>,
+    /// What its cache-status header said.
+    cache: Option<ketama_config::cache_status::CacheResult>,
+    /// The key's previous owner (the old ring's choice), on a `new` route.
+    previous: Option<usize>,
     /// Full backends passed over (bounded loads).
     spills: u32,
     /// The request's slot on its backend (bounded loads), given back when
@@ -261,6 +265,8 @@ impl ProxyHttp for Router {
             let (route, rule) = decide(&view, state)
                 .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))?;
             self.metrics.lookup(route.version());
+            ctx.previous = crate::policy::route::previous_owner(&view, state, &route)
+                .map_err(|e| Error::explain(ErrorType::InternalError, e.to_string()))?;
             ctx.route = Some(route);
             ctx.rule = rule;
             ctx.started = Some(Instant::now());
@@ -374,6 +380,14 @@ impl ProxyHttp for Router {
         let (Some(state), Some(route)) = (&ctx.state, &ctx.route) else {
             return Ok(());
         };
+        ctx.cache = Some(
+            state.cache.classify(
+                resp.headers
+                    .get_all(state.cache.header())
+                    .iter()
+                    .map(|v| v.as_bytes()),
+            ),
+        );
         if state.validated.config.server.response_headers {
             add_response_headers(resp, state, ctx.backend, route.version(), ctx.spills)?;
         }
