@@ -29,11 +29,14 @@ enum FleetCommand {
     /// Every registered router: scope, applied revisions, lag, rollout in
     /// force for its scope.
     Status(StatusArgs),
+    /// A rollout plan that steps itself under guards: run, status, pause,
+    /// resume, abort.
+    Plan(crate::fleet_plan::PlanArgs),
 }
 
 /// How to reach etcd (shared by every fleet command).
 #[derive(Args, Debug)]
-struct EtcdArgs {
+pub(crate) struct EtcdArgs {
     /// etcd endpoint URLs, comma-separated (or repeat the flag).
     #[arg(long, required = true, value_delimiter = ',')]
     etcd: Vec<String>,
@@ -98,7 +101,7 @@ struct StatusArgs {
     json: bool,
 }
 
-fn client(a: &EtcdArgs) -> anyhow::Result<(Client, Keys)> {
+pub(crate) fn client(a: &EtcdArgs) -> anyhow::Result<(Client, Keys)> {
     let var = |flag: &str, name: &str| {
         std::env::var(name)
             .ok()
@@ -289,5 +292,6 @@ pub fn run(a: FleetArgs) -> anyhow::Result<()> {
         FleetCommand::Push(p) => push(p),
         FleetCommand::Rollout(r) => rollout(r),
         FleetCommand::Status(s) => status(s),
+        FleetCommand::Plan(p) => crate::fleet_plan::run(p),
     }
 }

@@ -11,6 +11,7 @@ mod args;
 mod bench;
 mod diff;
 mod fleet;
+mod fleet_plan;
 mod generate;
 mod import;
 mod migrate_plan;
@@ -85,6 +86,14 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         // A closed stdout (`ketama route ... | head`) ends the command quietly.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
+        // A plan that rolled back (2) or was aborted (3).
+        Err(e) if e.downcast_ref::<fleet_plan::PlanExit>().is_some() => {
+            let code = e
+                .downcast_ref::<fleet_plan::PlanExit>()
+                .map_or(1, |x| x.code);
+            eprintln!("ketama: {e:#}");
+            ExitCode::from(code)
+        }
         Err(e) => {
             eprintln!("ketama: error: {e:#}");
             ExitCode::FAILURE

@@ -169,6 +169,7 @@ fn rollout_and_status() {
             rejected: None,
             listen: vec!["127.0.0.1:8080".into()],
             pid: 1,
+            report: None,
         };
         etcd.client()
             .put(&keys.router(id), &serde_json::to_vec(&reg).unwrap(), None)

@@ -146,6 +146,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("control", "retry_min_ms", "100", "first backoff after an etcd error"),
     k("control", "retry_max_ms", "5000", "longest backoff"),
     k("control", "watch_idle_ms", "60000", "a silent watch is reopened after it"),
+    k("control", "report_interval_ms", "5000", "how often this router writes its cache and answer counters by ring into its registration, for `ketama fleet plan` (100 to 3600000)"),
 ];
 
 /// The sections in file order, as headings (`[server]`, `[[backends]]`).

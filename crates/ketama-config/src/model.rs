@@ -160,6 +160,10 @@ pub struct ControlSection {
     /// connections).
     #[serde(default = "control_watch_idle_ms")]
     pub watch_idle_ms: u64,
+    /// How often this router writes its cache and answer counters into its
+    /// registration (`PREFIX/routers/ID`).
+    #[serde(default = "control_report_interval_ms")]
+    pub report_interval_ms: u64,
 }
 
 fn control_timeout_ms() -> u64 {
@@ -176,6 +180,9 @@ fn control_retry_max_ms() -> u64 {
 }
 fn control_watch_idle_ms() -> u64 {
     60_000
+}
+fn control_report_interval_ms() -> u64 {
+    5000
 }
 
 /// `[balance]`: consistent hashing with bounded loads.

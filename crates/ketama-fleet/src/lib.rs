@@ -9,7 +9,7 @@
 //! |---|---|
 //! | `PREFIX/config` | the routing part of a router's TOML (ring, key, backends, label rules, migration, health, balance, discovery) |
 //! | `PREFIX/rollout` | the JSON of the router's `PUT /rollout` (`{"global_bp": N, "scopes": {...}}`) |
-//! | `PREFIX/routers/ID` | each router's [`Registration`], under a lease: it disappears when the router dies |
+//! | `PREFIX/routers/ID` | each router's [`Registration`], under a lease: it disappears when the router dies; it carries the router's [`Report`] of cache and answer counters |
 //!
 //! ```no_run
 //! use ketama_fleet::{etcd, Keys};
@@ -32,10 +32,14 @@
 #![forbid(unsafe_code)]
 
 pub mod etcd;
+pub mod plan;
+pub mod report;
 #[cfg(feature = "testing")]
 pub mod testing;
 
 use serde::{Deserialize, Serialize};
+
+pub use report::{Report, RingCounts};
 
 /// The fleet's keys under one prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -78,6 +82,26 @@ impl Keys {
         format!("{}routers/{id}", self.prefix)
     }
 
+    /// The active rollout plan, as JSON (`ketama fleet plan`).
+    pub fn plan_spec(&self) -> String {
+        format!("{}rollout-plan/spec", self.prefix)
+    }
+
+    /// The plan's progress ([`plan::PlanState`]).
+    pub fn plan_state(&self) -> String {
+        format!("{}rollout-plan/state", self.prefix)
+    }
+
+    /// The running controller's id, under its lease.
+    pub fn plan_lock(&self) -> String {
+        format!("{}rollout-plan/lock", self.prefix)
+    }
+
+    /// A command for the running controller (pause, resume, abort).
+    pub fn plan_command(&self) -> String {
+        format!("{}rollout-plan/command", self.prefix)
+    }
+
     /// The range a router watches: from `config` to just past `rollout`.
     /// It holds both keys and nothing under `routers/` (`rollout\0` sorts
     /// before `routers`), so registrations never wake a router; a key an
@@ -108,6 +132,10 @@ pub struct Registration {
     pub listen: Vec<String>,
     /// Its process id.
     pub pid: u32,
+    /// Its cumulative cache and answer counters by ring, refreshed every
+    /// `[control] report_interval_ms` (absent from routers before them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<Report>,
 }
 
 /// A change a router refused to apply.

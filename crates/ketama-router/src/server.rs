@@ -167,9 +167,10 @@ pub fn build(
     }
     // With [control], the routing sections come from etcd (or the cache
     // file) before anything is built.
+    let metrics = Arc::new(Metrics::default());
     let (shared, etcd_rollout, control) = match v.control {
         Some(_) => {
-            let start = crate::control::Control::start(&v)?;
+            let start = crate::control::Control::start(&v, metrics.clone())?;
             (start.shared, start.rollout, Some(start.control))
         }
         None => (None, None, None),
@@ -180,10 +181,7 @@ pub fn build(
     };
     let discovery = Arc::new(discover_at_start(&effective)?);
     drop(effective);
-    let (health, metrics) = (
-        Arc::new(HealthRegistry::default()),
-        Arc::new(Metrics::default()),
-    );
+    let health = Arc::new(HealthRegistry::default());
     let access_log = AccessLog::start().context("cannot start the access log's writer thread")?;
     for (source, result, n) in discovery.resolution_counts() {
         metrics.discovery_resolved(&source, result, n);

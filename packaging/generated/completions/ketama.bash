@@ -55,6 +55,9 @@ _ketama() {
             ketama__subcmd__fleet,help)
                 cmd="ketama__subcmd__fleet__subcmd__help"
                 ;;
+            ketama__subcmd__fleet,plan)
+                cmd="ketama__subcmd__fleet__subcmd__plan"
+                ;;
             ketama__subcmd__fleet,push)
                 cmd="ketama__subcmd__fleet__subcmd__push"
                 ;;
@@ -67,6 +70,9 @@ _ketama() {
             ketama__subcmd__fleet__subcmd__help,help)
                 cmd="ketama__subcmd__fleet__subcmd__help__subcmd__help"
                 ;;
+            ketama__subcmd__fleet__subcmd__help,plan)
+                cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan"
+                ;;
             ketama__subcmd__fleet__subcmd__help,push)
                 cmd="ketama__subcmd__fleet__subcmd__help__subcmd__push"
                 ;;
@@ -75,6 +81,57 @@ _ketama() {
                 ;;
             ketama__subcmd__fleet__subcmd__help,status)
                 cmd="ketama__subcmd__fleet__subcmd__help__subcmd__status"
+                ;;
+            ketama__subcmd__fleet__subcmd__help__subcmd__plan,abort)
+                cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__abort"
+                ;;
+            ketama__subcmd__fleet__subcmd__help__subcmd__plan,pause)
+                cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__pause"
+                ;;
+            ketama__subcmd__fleet__subcmd__help__subcmd__plan,resume)
+                cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__resume"
+                ;;
+            ketama__subcmd__fleet__subcmd__help__subcmd__plan,run)
+                cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__run"
+                ;;
+            ketama__subcmd__fleet__subcmd__help__subcmd__plan,status)
+                cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__status"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan,abort)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__abort"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan,help)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan,pause)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__pause"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan,resume)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__resume"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan,run)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__run"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan,status)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__status"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan__subcmd__help,abort)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__abort"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan__subcmd__help,help)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__help"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan__subcmd__help,pause)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__pause"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan__subcmd__help,resume)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__resume"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan__subcmd__help,run)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__run"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan__subcmd__help,status)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__status"
                 ;;
             ketama__subcmd__help,analyze)
                 cmd="ketama__subcmd__help__subcmd__analyze"
@@ -112,6 +169,9 @@ _ketama() {
             ketama__subcmd__help,sweep)
                 cmd="ketama__subcmd__help__subcmd__sweep"
                 ;;
+            ketama__subcmd__help__subcmd__fleet,plan)
+                cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan"
+                ;;
             ketama__subcmd__help__subcmd__fleet,push)
                 cmd="ketama__subcmd__help__subcmd__fleet__subcmd__push"
                 ;;
@@ -120,6 +180,21 @@ _ketama() {
                 ;;
             ketama__subcmd__help__subcmd__fleet,status)
                 cmd="ketama__subcmd__help__subcmd__fleet__subcmd__status"
+                ;;
+            ketama__subcmd__help__subcmd__fleet__subcmd__plan,abort)
+                cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__abort"
+                ;;
+            ketama__subcmd__help__subcmd__fleet__subcmd__plan,pause)
+                cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__pause"
+                ;;
+            ketama__subcmd__help__subcmd__fleet__subcmd__plan,resume)
+                cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__resume"
+                ;;
+            ketama__subcmd__help__subcmd__fleet__subcmd__plan,run)
+                cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__run"
+                ;;
+            ketama__subcmd__help__subcmd__fleet__subcmd__plan,status)
+                cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__status"
                 ;;
             ketama__subcmd__help__subcmd__import,haproxy)
                 cmd="ketama__subcmd__help__subcmd__import__subcmd__haproxy"
@@ -307,7 +382,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet)
-            opts="-h --help push rollout status help"
+            opts="-h --help push rollout status plan help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -321,7 +396,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet__subcmd__help)
-            opts="push rollout status help"
+            opts="push rollout status plan help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -337,6 +412,90 @@ _ketama() {
         ketama__subcmd__fleet__subcmd__help__subcmd__help)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__help__subcmd__plan)
+            opts="run status pause resume abort"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__abort)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -383,6 +542,348 @@ _ketama() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan)
+            opts="-h --help run status pause resume abort help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__abort)
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --rollback --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --etcd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help)
+            opts="run status pause resume abort help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__abort)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__pause)
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --etcd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__resume)
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --etcd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__run)
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --etcd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__status)
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --json --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --etcd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -619,8 +1120,92 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__help__subcmd__fleet)
-            opts="push rollout status"
+            opts="push rollout status plan"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__help__subcmd__fleet__subcmd__plan)
+            opts="run status pause resume abort"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__abort)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__resume)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__run)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__status)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

@@ -135,11 +135,12 @@ complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l trace -d 'Rep
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l plot -d 'Also draw the trade-off (max load / average and own-node share against the factor) as an SVG chart' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l json -d 'Print JSON: {"requests": N, "factors": [{"balance": 125 or null, "max_over_avg", "own_node_share", "spills_per_request", "moved_keys"}]}'
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -s h -l help -d 'Print help'
-complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
-complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
-complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
-complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status plan help" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status plan help" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status plan help" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status plan help" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status plan help" -f -a "plan" -d 'A rollout plan that steps itself under guards: run, status, pause, resume, abort'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and not __fish_seen_subcommand_from push rollout status plan help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l etcd -d 'etcd endpoint URLs, comma-separated (or repeat the flag)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l prefix -d 'The fleet\'s key prefix, as in the routers\' [control] prefix' -r
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from push" -l user-env -d 'Environment variable holding the etcd user (auth enabled)' -r
@@ -173,9 +174,17 @@ complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_sub
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l timeout-ms -d 'Request timeout in milliseconds' -r
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -l json -d 'Print one JSON object instead of the table'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from status" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "run" -d 'Store PLAN.toml as the fleet\'s active plan and run its controller until the plan ends (no file: take over the stored active plan). Exit status: 0 completed, 2 rolled back or stepped back, 3 aborted, 1 an error'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "status" -d 'The plan\'s stages, steps and last checks'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "pause" -d 'Pause the running plan (its controller waits)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "resume" -d 'Resume a paused plan: its current step is written again'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "abort" -d 'End the plan where it is (with --rollback: every scope back to its share at plan start)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "plan" -d 'A rollout plan that steps itself under guards: run, status, pause, resume, abort'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand import; and not __fish_seen_subcommand_from haproxy help" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand import; and not __fish_seen_subcommand_from haproxy help" -f -a "haproxy" -d 'A HAProxy backend\'s `server` lines (address, weight, id, disabled) as a servers file for `--compat haproxy`'
@@ -200,4 +209,5 @@ complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_
 complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "status" -d 'Every registered router: scope, applied revisions, lag, rollout in force for its scope'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from fleet" -f -a "plan" -d 'A rollout plan that steps itself under guards: run, status, pause, resume, abort'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and __fish_seen_subcommand_from import" -f -a "haproxy" -d 'A HAProxy backend\'s `server` lines (address, weight, id, disabled) as a servers file for `--compat haproxy`'

@@ -102,6 +102,12 @@ pub(super) fn control_of(c: &ControlSection, file: &str) -> Result<Control, Conf
             600_000,
         ),
         ("control.watch_idle_ms", c.watch_idle_ms, 1000, 3_600_000),
+        (
+            "control.report_interval_ms",
+            c.report_interval_ms,
+            100,
+            3_600_000,
+        ),
     ] {
         if !(lo..=hi).contains(&v) {
             return Err(err(file, key, format!("must be from {lo} to {hi}")));
@@ -130,5 +136,6 @@ pub(super) fn control_of(c: &ControlSection, file: &str) -> Result<Control, Conf
         lease_ttl_s: c.lease_ttl_s,
         retry: (ms(c.retry_min_ms), ms(c.retry_max_ms)),
         watch_idle: ms(c.watch_idle_ms),
+        report_interval: ms(c.report_interval_ms),
     })
 }

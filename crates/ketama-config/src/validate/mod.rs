@@ -117,6 +117,8 @@ pub struct Control {
     pub retry: (Duration, Duration),
     /// Idle time before a silent watch is reopened.
     pub watch_idle: Duration,
+    /// How often the registration carries fresh counters.
+    pub report_interval: Duration,
 }
 
 impl std::fmt::Debug for Control {

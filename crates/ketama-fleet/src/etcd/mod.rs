@@ -230,6 +230,15 @@ fn b64(bytes: &[u8]) -> String {
     B64.encode(bytes)
 }
 
+/// One condition of a [`Client::txn`].
+#[derive(Clone, Copy, Debug)]
+pub enum Compare<'a> {
+    /// The key's mod revision is this (0: the key is absent).
+    ModRevision(&'a str, i64),
+    /// The key's value is this.
+    Value(&'a str, &'a [u8]),
+}
+
 /// The end of the range of every key starting with `prefix`.
 pub fn prefix_end(prefix: &str) -> Vec<u8> {
     let mut end = prefix.as_bytes().to_vec();
@@ -434,6 +443,57 @@ impl Client {
             expected,
             current: v.current_revision(),
         })
+    }
+
+    /// One transaction: when every compare holds (`Compare::ModRevision`:
+    /// the key's mod revision, 0 for absent; `Compare::Value`: its value),
+    /// writes every put (`(key, value, lease)`) and deletes every key in
+    /// `deletes`, atomically. `Ok(Some(revision))` when it was applied,
+    /// `Ok(None)` when a compare failed (nothing was written).
+    pub fn txn(
+        &self,
+        compares: &[Compare<'_>],
+        puts: &[(&str, &[u8], Option<i64>)],
+        deletes: &[&str],
+    ) -> Result<Option<i64>> {
+        let compare: Vec<Value> = compares
+            .iter()
+            .map(|c| match c {
+                Compare::ModRevision(key, rev) => json!({
+                    "key": b64(key.as_bytes()), "target": "MOD", "result": "EQUAL",
+                    "mod_revision": rev.to_string(),
+                }),
+                Compare::Value(key, value) => json!({
+                    "key": b64(key.as_bytes()), "target": "VALUE", "result": "EQUAL",
+                    "value": b64(value),
+                }),
+            })
+            .collect();
+        let mut success: Vec<Value> = puts
+            .iter()
+            .map(|(k, v, lease)| {
+                let mut put = json!({"key": b64(k.as_bytes()), "value": b64(v)});
+                if let Some(l) = lease {
+                    put["lease"] = json!(l.to_string());
+                }
+                json!({"request_put": put})
+            })
+            .collect();
+        success.extend(
+            deletes
+                .iter()
+                .map(|k| json!({"request_delete_range": {"key": b64(k.as_bytes())}})),
+        );
+        let body = json!({"compare": compare, "success": success});
+        let v: wire::Txn = self.post("/v3/kv/txn", &body, "txn")?;
+        Ok(v.succeeded.then_some(v.header.revision.0))
+    }
+
+    /// Deletes a key; returns the new revision.
+    pub fn delete(&self, key: &str) -> Result<i64> {
+        let body = json!({"key": b64(key.as_bytes())});
+        let v: wire::Written = self.post("/v3/kv/deleterange", &body, "delete")?;
+        Ok(v.header.revision.0)
     }
 
     /// Grants a lease of `ttl` seconds; returns its id.

@@ -65,6 +65,9 @@ struct Inner {
     last_error: Option<String>,
     lease: Option<i64>,
     reconnects: u64,
+    /// The fleet's rollout plan as last read (`PREFIX/rollout-plan/state`),
+    /// for `/status` and the page.
+    plan: Option<serde_json::Value>,
 }
 
 /// The control plane of one router: its etcd client and what it knows of
@@ -78,6 +81,8 @@ pub struct Control {
     settings: ketama_config::Control,
     /// This router's listeners, as registered.
     listen: Vec<String>,
+    /// The counters its registration reports.
+    metrics: Arc<Metrics>,
     connected: AtomicBool,
     inner: Mutex<Inner>,
 }
@@ -108,7 +113,7 @@ impl Control {
     /// to start from: etcd's, else the cache file's, else the local
     /// file's own routing sections; with none of them, an error that says
     /// what to do.
-    pub fn start(local: &Validated) -> anyhow::Result<Start> {
+    pub fn start(local: &Validated, metrics: Arc<Metrics>) -> anyhow::Result<Start> {
         let settings = local
             .control
             .clone()
@@ -130,6 +135,7 @@ impl Control {
             id,
             settings,
             listen: local.listen.iter().map(|a| a.to_string()).collect(),
+            metrics,
             connected: AtomicBool::new(false),
             inner: Mutex::new(Inner {
                 cache: Cache::default(),
@@ -139,6 +145,7 @@ impl Control {
                 last_error: None,
                 lease: None,
                 reconnects: 0,
+                plan: None,
             }),
         });
         let (cache, source) = match control.read_both() {
@@ -296,6 +303,7 @@ impl Control {
             "rollout_revision": inner.cache.rollout.as_ref().map_or(0, |a| a.revision),
             "rejected": inner.rejected,
             "reconnects": inner.reconnects,
+            "plan": inner.plan.as_ref().map(plan_summary),
         })
     }
 
@@ -318,6 +326,26 @@ impl Control {
             tracing::warn!(file = %path.display(), "cannot write the cache file: {e}");
         }
     }
+}
+
+/// What `/status` shows of a rollout plan's state: where it is, why, and
+/// its last check.
+fn plan_summary(state: &serde_json::Value) -> serde_json::Value {
+    let last = state["checks"].as_array().and_then(|c| c.last());
+    serde_json::json!({
+        "status": state["status"],
+        "stage": state["stage"].as_u64().map(|s| s + 1),
+        "step": state["step"].as_u64().map(|s| s + 1),
+        "reason": state["reason"],
+        "owner": state["owner"],
+        "last_check": last.map(|c| serde_json::json!({
+            "verdict": c["verdict"],
+            "reasons": c["reasons"],
+            "hit_ratio": c["figures"]["hit_ratio"],
+            "baseline_hit_ratio": c["figures"]["baseline_hit_ratio"],
+            "origin_rps": c["figures"]["origin_rps"],
+        })),
+    })
 }
 
 /// The background service that runs the watcher and the lease keeper.

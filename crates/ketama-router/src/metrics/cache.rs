@@ -204,6 +204,50 @@ impl CacheCounters {
     }
 }
 
+/// The counters as a router reports them to its fleet (its registration's
+/// `report`): per ring with any count, unmoved and moved responses and
+/// bytes by result, and answers by class.
+pub fn report(c: &CacheCounters, interval: Duration) -> ketama_fleet::Report {
+    let named = |names: &[&str], n: [u64; 6]| {
+        names
+            .iter()
+            .zip(n)
+            .map(|(k, v)| (k.to_string(), v))
+            .collect()
+    };
+    let results = CacheResult::ALL.map(CacheResult::name);
+    let load = |grid: &Grid, r: usize, m: usize| grid[r][m].each_ref().map(|n| n.load(Relaxed));
+    let mut rings = std::collections::BTreeMap::new();
+    for (r, v) in RINGS.iter().enumerate() {
+        let classes = c.classes(*v);
+        let counts = [load(&c.responses, r, 0), load(&c.responses, r, 1)];
+        if classes
+            .iter()
+            .chain(counts.iter().flatten())
+            .all(|&n| n == 0)
+        {
+            continue;
+        }
+        rings.insert(
+            v.name().to_string(),
+            ketama_fleet::RingCounts {
+                unmoved: named(&results, counts[0]),
+                moved: named(&results, counts[1]),
+                bytes_unmoved: named(&results, load(&c.bytes, r, 0)),
+                bytes_moved: named(&results, load(&c.bytes, r, 1)),
+                classes: named(&CLASSES, classes),
+            },
+        );
+    }
+    ketama_fleet::Report {
+        at_ms: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+        interval_ms: interval.as_millis() as u64,
+        rings,
+    }
+}
+
 /// Keeps the cache totals every [`TICK`] (see [`CacheCounters::tick`]).
 pub struct CacheTicker {
     /// The counters whose totals are kept.

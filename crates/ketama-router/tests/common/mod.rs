@@ -12,11 +12,13 @@ use std::time::{Duration, Instant};
 use ketama::{Layout, Node, Ring, RingBuilder};
 use ketama_router::origin::Origin;
 
+pub mod caches;
 pub mod chaos;
 pub mod diff;
 pub mod dns;
 pub mod echo;
 pub mod fleet;
+pub mod page;
 pub mod tls;
 
 /// A port free now for peers other than the router (nginx, HAProxy),

@@ -1,0 +1,302 @@
+//! `ketama fleet plan`: run a rollout plan's controller, and read or steer
+//! it through etcd (`ketama_fleet::plan` does the work).
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use clap::{Args, Subcommand};
+use ketama_fleet::etcd::{Client, Compare};
+use ketama_fleet::plan::controller::{self, Command, Controller, Outcome};
+use ketama_fleet::plan::{PlanSpec, PlanState, Status};
+use ketama_fleet::Keys;
+
+use crate::fleet::{client, EtcdArgs};
+
+/// `ketama fleet plan ...`.
+#[derive(Args, Debug)]
+pub struct PlanArgs {
+    #[command(subcommand)]
+    command: PlanCommand,
+}
+
+#[derive(Subcommand, Debug)]
+enum PlanCommand {
+    /// Store PLAN.toml as the fleet's active plan and run its controller
+    /// until the plan ends (no file: take over the stored active plan).
+    /// Exit status: 0 completed, 2 rolled back or stepped back, 3
+    /// aborted, 1 an error.
+    Run(RunArgs),
+    /// The plan's stages, steps and last checks.
+    Status(StatusArgs),
+    /// Pause the running plan (its controller waits).
+    Pause(Plain),
+    /// Resume a paused plan: its current step is written again.
+    Resume(Plain),
+    /// End the plan where it is (with --rollback: every scope back to its
+    /// share at plan start).
+    Abort(AbortArgs),
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    etcd: EtcdArgs,
+    /// The plan (TOML: [[stage]] scopes, steps_bp, hold; [guards]).
+    plan: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct StatusArgs {
+    #[command(flatten)]
+    etcd: EtcdArgs,
+    /// Print the stored state as JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args, Debug)]
+struct Plain {
+    #[command(flatten)]
+    etcd: EtcdArgs,
+}
+
+#[derive(Args, Debug)]
+struct AbortArgs {
+    #[command(flatten)]
+    etcd: EtcdArgs,
+    /// Set every scope back to its share at plan start.
+    #[arg(long)]
+    rollback: bool,
+}
+
+/// A plan that ended other than by completing: `main` exits with `code`.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct PlanExit {
+    /// 2: rolled back or stepped back; 3: aborted.
+    pub code: u8,
+    /// What happened.
+    pub message: String,
+}
+
+/// Runs a plan command.
+pub fn run(a: PlanArgs) -> anyhow::Result<()> {
+    match a.command {
+        PlanCommand::Run(r) => run_plan(r),
+        PlanCommand::Status(s) => status(s),
+        PlanCommand::Pause(p) => command(&p.etcd, "pause", false),
+        PlanCommand::Resume(p) => command(&p.etcd, "resume", false),
+        PlanCommand::Abort(a) => command(&a.etcd, "abort", a.rollback),
+    }
+}
+
+fn controller_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "localhost".into());
+    format!("{host}-{}", std::process::id())
+}
+
+fn run_plan(a: RunArgs) -> anyhow::Result<()> {
+    let text = match &a.plan {
+        Some(p) => Some((
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?,
+            p.display().to_string(),
+        )),
+        None => None,
+    };
+    let (c, keys) = client(&a.etcd)?;
+    let mut log = |line: &str| eprintln!("{} {line}", ketama_fleet::plan::controller::now_ms());
+    let plan = text.as_ref().map(|(t, f)| (t.as_str(), f.as_str()));
+    let ctl = Controller::start(&c, &keys, plan, controller_id(), &mut log)?;
+    let outcome = ctl.run()?;
+    let (_, state) = controller::read_plan(&c, &keys)?;
+    let reason = state.and_then(|s| s.reason).unwrap_or_default();
+    match outcome {
+        Outcome::Completed => {
+            println!("plan completed");
+            Ok(())
+        }
+        Outcome::RolledBack | Outcome::SteppedBack => Err(PlanExit {
+            code: 2,
+            message: reason,
+        }
+        .into()),
+        Outcome::Aborted => Err(PlanExit {
+            code: 3,
+            message: reason,
+        }
+        .into()),
+    }
+}
+
+fn status(a: StatusArgs) -> anyhow::Result<()> {
+    let (c, keys) = client(&a.etcd)?;
+    let (spec, state) = controller::read_plan(&c, &keys)?;
+    let (Some(spec), Some(state)) = (spec, state) else {
+        if a.json {
+            println!("null");
+        } else {
+            println!("no plan stored under {}rollout-plan/", keys.prefix());
+        }
+        return Ok(());
+    };
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&state)?);
+        return Ok(());
+    }
+    print!("{}", table(&spec, &state));
+    Ok(())
+}
+
+/// The stages as a table: scopes, step, share, since, last check.
+fn table(spec: &PlanSpec, s: &PlanState) -> String {
+    let now = controller::now_ms();
+    let mut out = format!(
+        "plan {} (controller {}){}\n",
+        s.status.name(),
+        s.owner.as_deref().unwrap_or("-"),
+        s.reason
+            .as_ref()
+            .map_or(String::new(), |r| format!(": {r}"))
+    );
+    out.push_str("stage  scopes            step   share bp  since     last check\n");
+    for (i, st) in spec.stages.iter().enumerate() {
+        let (step, bp, since) = match (i.cmp(&s.stage), s.step) {
+            (std::cmp::Ordering::Less, _) => (
+                format!("{}/{}", st.steps_bp.len(), st.steps_bp.len()),
+                *st.steps_bp.last().unwrap_or(&0),
+                "-".to_string(),
+            ),
+            (std::cmp::Ordering::Equal, Some(k)) => (
+                format!("{}/{}", k + 1, st.steps_bp.len()),
+                st.steps_bp[k],
+                format!("{} s", (now.saturating_sub(s.since_ms)) / 1000),
+            ),
+            _ => (format!("0/{}", st.steps_bp.len()), 0, "-".to_string()),
+        };
+        let check = s
+            .checks
+            .iter()
+            .rev()
+            .find(|c| c.stage == i)
+            .map_or("-".to_string(), |c| {
+                format!(
+                    "{} (requests {}, hit ratio {}, baseline {}, origin/s {:.1}){}",
+                    c.verdict,
+                    c.figures.requests,
+                    c.figures
+                        .hit_ratio
+                        .map_or("-".into(), |h| format!("{h:.3}")),
+                    c.figures
+                        .baseline_hit_ratio
+                        .map_or("-".into(), |h| format!("{h:.3}")),
+                    c.figures.origin_rps,
+                    if c.reasons.is_empty() {
+                        String::new()
+                    } else {
+                        format!(": {}", c.reasons.join("; "))
+                    }
+                )
+            });
+        out.push_str(&format!(
+            "{:<6} {:<17} {:<6} {:>8}  {:<9} {}\n",
+            i + 1,
+            st.scopes.join(","),
+            step,
+            bp,
+            since,
+            check
+        ));
+    }
+    out
+}
+
+/// Asks the running controller to act, and waits (10 s at most) until the
+/// state shows it did; with no controller, acts on the state itself
+/// (pause, abort) or says how to resume.
+fn command(a: &EtcdArgs, what: &str, rollback: bool) -> anyhow::Result<()> {
+    let (c, keys) = client(a)?;
+    let (_, state) = controller::read_plan(&c, &keys)?;
+    let Some(state) = state.filter(|s| s.status.active()) else {
+        anyhow::bail!(
+            "no active plan under {}rollout-plan/: nothing to {what}",
+            keys.prefix()
+        );
+    };
+    let want = match what {
+        "pause" => Status::Paused,
+        "resume" => Status::Running,
+        _ => Status::Aborted,
+    };
+    if state.status == want {
+        println!("the plan is {} already", want.name());
+        return Ok(());
+    }
+    let locked = c.get(&keys.plan_lock())?.0.is_some();
+    if !locked {
+        return without_controller(&c, &keys, state, want, rollback);
+    }
+    let cmd = serde_json::to_vec(&Command {
+        command: what.into(),
+        rollback,
+    })?;
+    c.put(&keys.plan_command(), &cmd, None)?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let (_, s) = controller::read_plan(&c, &keys)?;
+        if let Some(s) = s.filter(|s| s.status == want) {
+            println!(
+                "plan {}{}",
+                s.status.name(),
+                s.reason.map_or(String::new(), |r| format!(": {r}"))
+            );
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            anyhow::bail!("the controller did not {what} the plan within 10 s: the request stays at {}; see `ketama fleet plan status`", keys.plan_command());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn without_controller(
+    c: &Client,
+    keys: &Keys,
+    mut state: PlanState,
+    want: Status,
+    rollback: bool,
+) -> anyhow::Result<()> {
+    if want == Status::Running {
+        anyhow::bail!("no controller runs the plan: `ketama fleet plan run` (without a file) takes it over and resumes it");
+    }
+    state.status = want;
+    state.owner = None;
+    state.reason = Some(match (want, rollback) {
+        (Status::Paused, _) => "paused by `ketama fleet plan pause`".into(),
+        (_, true) => "aborted and rolled back by `ketama fleet plan abort --rollback`".into(),
+        _ => "aborted by `ketama fleet plan abort`".into(),
+    });
+    let body = serde_json::to_vec(&state)?;
+    let (sk, lk, rk) = (keys.plan_state(), keys.plan_lock(), keys.rollout());
+    let doc = serde_json::to_vec(&state.start)?;
+    let mut puts: Vec<(&str, &[u8], Option<i64>)> = vec![(&sk, &body, None)];
+    if rollback {
+        puts.push((&rk, &doc, None));
+    }
+    let done = c.txn(&[Compare::ModRevision(&lk, 0)], &puts, &[])?;
+    if done.is_none() {
+        anyhow::bail!("a controller took the plan meanwhile: run the command again");
+    }
+    println!(
+        "plan {}{}",
+        want.name(),
+        if rollback {
+            ", rollout back to its start"
+        } else {
+            ""
+        }
+    );
+    Ok(())
+}

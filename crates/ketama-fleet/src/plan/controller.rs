@@ -1,0 +1,654 @@
+//! The controller: drives a fleet through a plan, one etcd transaction
+//! per step, and stops where the plan says.
+//!
+//! It holds `PREFIX/rollout-plan/lock` under a lease, so two controllers
+//! never drive one fleet and one started after another died (its lease
+//! expired) takes over from the stored state. Every write of the rollout
+//! is one transaction with the state, on two conditions: the lock still
+//! holds this controller's id, and `PREFIX/rollout` is still at the
+//! revision read before (so a step is never applied twice, never skipped,
+//! and a hand-written rollout is never overwritten). A rollout that is not
+//! what the plan wrote pauses the plan, saying so. After an etcd error the
+//! controller reads the state again before it goes on: a transaction
+//! whose answer was lost may have been applied.
+
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::{Deserialize, Serialize};
+
+use super::guards::{self, Verdict};
+use super::{
+    rollout_at, stage_scopes, Check, PlanSpec, PlanState, RolloutDoc, Status, KEPT_CHECKS,
+};
+use crate::etcd::{Client, Compare, EtcdError};
+use crate::{registrations, Keys, Registration};
+
+/// How a controller's run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every stage reached its last step.
+    Completed,
+    /// The guards failed: the plan's scopes are back at their start.
+    RolledBack,
+    /// The guards failed: one step down, the plan left paused.
+    SteppedBack,
+    /// `ketama fleet plan abort`.
+    Aborted,
+}
+
+/// Why a controller could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// The plan's text or the fleet refused it.
+    #[error("{0}")]
+    Plan(#[from] super::PlanError),
+    /// etcd failed at start.
+    #[error("{0}")]
+    Etcd(#[from] EtcdError),
+    /// Another plan is running or paused.
+    #[error("a plan is already {status} (since stage {stage}): see `ketama fleet plan status`; abort it first, or run `ketama fleet plan run` without a file to take it over")]
+    Active {
+        /// Its status.
+        status: &'static str,
+        /// Its stage, 1-based.
+        stage: usize,
+    },
+    /// Nothing to take over.
+    #[error("no active plan is stored: start one with `ketama fleet plan run PLAN.toml`")]
+    NoPlan,
+    /// Another controller holds the lock.
+    #[error("controller {owner:?} runs the plan (it holds {key}); a controller that died lets go when its lease expires")]
+    Locked {
+        /// Its id.
+        owner: String,
+        /// The lock's key.
+        key: String,
+    },
+    /// The lock was lost (its lease expired, or someone deleted it).
+    #[error("this controller lost the plan's lock: another may run it now; see `ketama fleet plan status`")]
+    LostLock,
+}
+
+/// A command for the running controller (`PREFIX/rollout-plan/command`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Command {
+    /// `pause`, `resume` or `abort`.
+    pub command: String,
+    /// With `abort`: back to the shares at plan start.
+    #[serde(default)]
+    pub rollback: bool,
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// A running controller.
+pub struct Controller<'a> {
+    client: &'a Client,
+    keys: &'a Keys,
+    id: String,
+    lease: i64,
+    ttl: Duration,
+    renewed: Instant,
+    spec: PlanSpec,
+    state: PlanState,
+    /// Registrations at the last check (or when the baseline began).
+    before: Option<(Instant, Vec<Registration>)>,
+    last_check: Option<Instant>,
+    log: &'a mut dyn FnMut(&str),
+}
+
+fn doc_of(value: Option<&[u8]>) -> RolloutDoc {
+    value
+        .and_then(|v| serde_json::from_slice(v).ok())
+        .unwrap_or_default()
+}
+
+impl<'a> Controller<'a> {
+    /// Takes the lock and stores `plan` (its text and file name) as the
+    /// active plan, or with `None` takes over the stored active plan.
+    /// `id` names this controller in the lock and the state; `log` gets
+    /// one line per event.
+    pub fn start(
+        client: &'a Client,
+        keys: &'a Keys,
+        plan: Option<(&str, &str)>,
+        id: String,
+        log: &'a mut dyn FnMut(&str),
+    ) -> Result<Controller<'a>, RunError> {
+        let parsed = match plan {
+            Some((text, file)) => Some((PlanSpec::parse(text, file)?, text, file)),
+            None => None,
+        };
+        let (stored_spec, stored_state) = read_plan(client, keys)?;
+        if let (Some((_, _, _)), Some(s)) = (&parsed, &stored_state) {
+            if s.status.active() {
+                return Err(RunError::Active {
+                    status: s.status.name(),
+                    stage: s.stage + 1,
+                });
+            }
+        }
+        let interval = parsed
+            .as_ref()
+            .map(|(s, _, _)| s.guards.interval_ms)
+            .or(stored_spec.as_ref().map(|s| s.guards.interval_ms))
+            .unwrap_or(1000);
+        let ttl = Duration::from_millis((interval * 3).clamp(3000, 30_000));
+        let lease = client.grant(ttl.as_secs().max(1) as i64)?;
+        let lock = keys.plan_lock();
+        let took = client.txn(
+            &[Compare::ModRevision(&lock, 0)],
+            &[(&lock, id.as_bytes(), Some(lease))],
+            &[],
+        )?;
+        if took.is_none() {
+            let _ = client.revoke(lease);
+            let owner = client
+                .get(&lock)?
+                .0
+                .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
+                .unwrap_or_default();
+            return Err(RunError::Locked { owner, key: lock });
+        }
+        let result = Self::take(client, keys, parsed, stored_spec, stored_state, &id);
+        let (spec, state) = match result {
+            Ok(x) => x,
+            Err(e) => {
+                let _ = client.revoke(lease);
+                return Err(e);
+            }
+        };
+        let c = Controller {
+            client,
+            keys,
+            id,
+            lease,
+            ttl,
+            renewed: Instant::now(),
+            spec,
+            state,
+            before: None,
+            last_check: None,
+            log,
+        };
+        let (stage, step) = (c.state.stage + 1, c.state.step.map_or(0, |s| s + 1));
+        let what = format!(
+            "controller {} runs the plan: {} at stage {stage}, step {step}",
+            c.id,
+            c.state.status.name()
+        );
+        (c.log)(&what);
+        Ok(c)
+    }
+
+    fn take(
+        client: &Client,
+        keys: &Keys,
+        parsed: Option<(PlanSpec, &str, &str)>,
+        stored_spec: Option<PlanSpec>,
+        stored_state: Option<PlanState>,
+        id: &str,
+    ) -> Result<(PlanSpec, PlanState), RunError> {
+        let lock = keys.plan_lock();
+        match parsed {
+            Some((spec, text, file)) => {
+                let regs = registrations(client, keys)?;
+                let fleet: Vec<(Option<String>, Option<u64>)> = regs
+                    .iter()
+                    .map(|r| (r.scope.clone(), r.report.as_ref().map(|x| x.interval_ms)))
+                    .collect();
+                spec.check_fleet(text, file, &fleet)?;
+                let (rollout, _) = client.get(&keys.rollout())?;
+                let now = now_ms();
+                let state = PlanState {
+                    status: Status::Running,
+                    stage: 0,
+                    step: None,
+                    since_ms: now,
+                    started_ms: now,
+                    start: doc_of(rollout.as_ref().map(|kv| &kv.value[..])),
+                    baseline: None,
+                    checks: Vec::new(),
+                    failures: 0,
+                    owner: Some(id.to_string()),
+                    reason: None,
+                };
+                let spec_json = serde_json::to_vec(&spec).unwrap_or_default();
+                let state_json = serde_json::to_vec(&state).unwrap_or_default();
+                let (sk, tk, ck) = (keys.plan_spec(), keys.plan_state(), keys.plan_command());
+                let done = client.txn(
+                    &[Compare::Value(&lock, id.as_bytes())],
+                    &[(&sk, &spec_json, None), (&tk, &state_json, None)],
+                    &[&ck],
+                )?;
+                done.ok_or(RunError::LostLock)?;
+                Ok((spec, state))
+            }
+            None => {
+                let (Some(spec), Some(mut state)) = (stored_spec, stored_state) else {
+                    return Err(RunError::NoPlan);
+                };
+                if !state.status.active() {
+                    return Err(RunError::NoPlan);
+                }
+                state.owner = Some(id.to_string());
+                // A baseline cut short by the controller's death starts over.
+                if state.step.is_none() {
+                    state.since_ms = now_ms();
+                }
+                Ok((spec, state))
+            }
+        }
+    }
+
+    fn say(&mut self, what: String) {
+        (self.log)(&what);
+    }
+
+    /// What the plan has written, as the state says.
+    fn expected(&self) -> RolloutDoc {
+        rollout_at(
+            &self.spec,
+            &self.state.start,
+            self.state.stage,
+            self.state.step,
+        )
+    }
+
+    /// Writes the state (with `rollout`, when given) in one transaction,
+    /// on the lock and on the rollout's revision `at`. `Ok(false)`: the
+    /// rollout changed meanwhile (nothing written).
+    fn write(&mut self, rollout: Option<(&RolloutDoc, i64)>) -> Result<bool, RunError> {
+        let (lock, sk, rk) = (
+            self.keys.plan_lock(),
+            self.keys.plan_state(),
+            self.keys.rollout(),
+        );
+        let state = serde_json::to_vec(&self.state).unwrap_or_default();
+        let doc = rollout.map(|(d, _)| serde_json::to_vec(d).unwrap_or_default());
+        let mut compares = vec![Compare::Value(&lock, self.id.as_bytes())];
+        let mut puts: Vec<(&str, &[u8], Option<i64>)> = vec![(&sk, &state, None)];
+        if let (Some((_, at)), Some(doc)) = (rollout, &doc) {
+            compares.push(Compare::ModRevision(&rk, at));
+            puts.push((&rk, doc, None));
+        }
+        if self.client.txn(&compares, &puts, &[])?.is_some() {
+            return Ok(true);
+        }
+        let holder = self.client.get(&lock)?.0;
+        if holder.is_none_or(|kv| kv.value != self.id.as_bytes()) {
+            return Err(RunError::LostLock);
+        }
+        Ok(false)
+    }
+
+    /// Runs the plan until it ends; etcd errors are retried (the state is
+    /// read again after each).
+    pub fn run(mut self) -> Result<Outcome, RunError> {
+        let mut attempt = 0u32;
+        loop {
+            match self.round() {
+                Ok(Some(outcome)) => {
+                    let _ = self.client.revoke(self.lease);
+                    return Ok(outcome);
+                }
+                Ok(None) => attempt = 0,
+                Err(RunError::Etcd(e)) => {
+                    attempt += 1;
+                    self.say(format!("etcd: {e}; retrying"));
+                    std::thread::sleep(Duration::from_millis((100u64 << attempt.min(5)).min(3000)));
+                    if let Ok((_, Some(s))) = read_plan(self.client, self.keys) {
+                        if s.stage != self.state.stage || s.step != self.state.step {
+                            // A step whose answer was lost was applied.
+                            self.before = None;
+                        }
+                        self.state = s;
+                        self.state.owner = Some(self.id.clone());
+                    }
+                    continue;
+                }
+                Err(e) => {
+                    let _ = self.client.revoke(self.lease);
+                    return Err(e);
+                }
+            }
+            std::thread::sleep(Duration::from_millis(
+                self.spec.guards.interval_ms.clamp(20, 250),
+            ));
+        }
+    }
+
+    /// One round: the lease, commands, the rollout's integrity, then the
+    /// baseline, a check or a step when due. `Some` when the run ends.
+    fn round(&mut self) -> Result<Option<Outcome>, RunError> {
+        if self.renewed.elapsed() >= self.ttl / 3 {
+            if self.client.keep_alive(self.lease)? == 0 {
+                return Err(RunError::LostLock);
+            }
+            self.renewed = Instant::now();
+        }
+        let (rollout, _) = self.client.get(&self.keys.rollout())?;
+        let at = rollout.as_ref().map_or(0, |kv| kv.mod_revision);
+        let current = doc_of(rollout.as_ref().map(|kv| &kv.value[..]));
+        if let Some(out) = self.command(&current, at)? {
+            return Ok(Some(out));
+        }
+        if self.state.status != Status::Running {
+            return Ok(None);
+        }
+        if current != self.expected() {
+            self.state.status = Status::Paused;
+            self.state.reason = Some(format!(
+                "the rollout was written by hand (revision {at}): paused; `ketama fleet plan resume` writes the plan's current step again, `abort` ends it"
+            ));
+            let reason = self.state.reason.clone().unwrap_or_default();
+            self.say(reason);
+            self.write(None)?;
+            return Ok(None);
+        }
+        let g = self.spec.guards.clone();
+        let elapsed = now_ms().saturating_sub(self.state.since_ms);
+        let Some(step) = self.state.step else {
+            return self.baseline(elapsed, &current, at);
+        };
+        if elapsed >= g.warmup_ms
+            && self
+                .last_check
+                .is_none_or(|t| t.elapsed() >= Duration::from_millis(g.interval_ms))
+        {
+            if let Some(out) = self.check(step, at)? {
+                return Ok(Some(out));
+            }
+        }
+        let stage = &self.spec.stages[self.state.stage];
+        let passed = self
+            .state
+            .checks
+            .iter()
+            .rev()
+            .filter(|c| {
+                c.stage == self.state.stage && c.step == step && c.verdict != "inconclusive"
+            })
+            .map(|c| c.verdict == "pass")
+            .next()
+            .unwrap_or(false);
+        if elapsed >= stage.hold_ms && passed && self.state.failures == 0 {
+            return self.advance(step, at);
+        }
+        Ok(None)
+    }
+
+    /// Before the first step: the baseline window, then step one.
+    fn baseline(
+        &mut self,
+        elapsed: u64,
+        current: &RolloutDoc,
+        at: i64,
+    ) -> Result<Option<Outcome>, RunError> {
+        let _ = current;
+        if self.before.is_none() {
+            self.before = Some((Instant::now(), registrations(self.client, self.keys)?));
+            self.state.since_ms = now_ms();
+            return Ok(None);
+        }
+        if elapsed < self.spec.guards.baseline_ms {
+            return Ok(None);
+        }
+        let now = registrations(self.client, self.keys)?;
+        let deltas = match &self.before {
+            Some((_, before)) => guards::deltas(before, &now),
+            None => Vec::new(),
+        };
+        let mut base = std::collections::BTreeMap::new();
+        for d in &deltas {
+            let e = base.entry(d.scope.clone()).or_insert((0u64, 0u64));
+            let (h, o) =
+                guards::hits_and_origin(std::slice::from_ref(d), std::slice::from_ref(&d.scope));
+            e.0 += h;
+            e.1 += o;
+        }
+        self.state.baseline = Some(base);
+        self.say(format!(
+            "baseline measured over {} ms on {} routers",
+            elapsed,
+            deltas.len()
+        ));
+        self.step_to(0, Some(0), at, now)
+    }
+
+    /// Applies `stage` at `step` (and the state) in one transaction.
+    fn step_to(
+        &mut self,
+        stage: usize,
+        step: Option<usize>,
+        at: i64,
+        now: Vec<Registration>,
+    ) -> Result<Option<Outcome>, RunError> {
+        let (old_stage, old_step) = (self.state.stage, self.state.step);
+        self.state.stage = stage;
+        self.state.step = step;
+        self.state.since_ms = now_ms();
+        self.state.failures = 0;
+        let doc = self.expected();
+        if !self.write(Some((&doc, at)))? {
+            (self.state.stage, self.state.step) = (old_stage, old_step);
+            return Ok(None); // the next round sees the hand-written rollout
+        }
+        self.before = Some((Instant::now(), now));
+        self.last_check = None;
+        let bp = step.map_or(0, |k| self.spec.stages[stage].steps_bp[k]);
+        let scopes = self.spec.stages[stage].scopes.join(",");
+        self.say(format!(
+            "stage {} step {}: {scopes} at {bp} bp",
+            stage + 1,
+            step.map_or(0, |k| k + 1)
+        ));
+        Ok(None)
+    }
+
+    /// One check of the guards; acts on a streak of failures.
+    fn check(&mut self, step: usize, at: i64) -> Result<Option<Outcome>, RunError> {
+        let now = registrations(self.client, self.keys)?;
+        self.last_check = Some(Instant::now());
+        let Some((_, before)) = self.before.replace((Instant::now(), now.clone())) else {
+            return Ok(None);
+        };
+        let known: Vec<String> = now
+            .iter()
+            .map(|r| r.scope.clone().unwrap_or_default())
+            .collect();
+        let scopes = stage_scopes(&self.spec, self.state.stage, &known);
+        let base = self.state.baseline.as_ref().map(|b| {
+            scopes
+                .iter()
+                .filter_map(|s| b.get(s))
+                .fold((0, 0), |(h, o), (a, b)| (h + a, o + b))
+        });
+        let deltas = guards::deltas(&before, &now);
+        let (figures, verdict) = guards::judge(&self.spec.guards, &scopes, base, &deltas);
+        match verdict {
+            Verdict::Pass => self.state.failures = 0,
+            Verdict::Fail(_) => self.state.failures += 1,
+            Verdict::Inconclusive(_) => {}
+        }
+        self.say(format!(
+            "check stage {} step {}: {} {:?} (requests {}, hit ratio {:?}, baseline {:?}, origin/s {:.1})",
+            self.state.stage + 1,
+            step + 1,
+            verdict.name(),
+            verdict.reasons(),
+            figures.requests,
+            figures.hit_ratio,
+            figures.baseline_hit_ratio,
+            figures.origin_rps
+        ));
+        self.state.checks.push(Check {
+            at_ms: now_ms(),
+            stage: self.state.stage,
+            step,
+            figures,
+            verdict: verdict.name().to_string(),
+            reasons: verdict.reasons(),
+        });
+        if self.state.checks.len() > KEPT_CHECKS {
+            self.state.checks.remove(0);
+        }
+        if self.state.failures >= self.spec.guards.failures_to_rollback {
+            return self.on_failure(step, at, verdict.reasons());
+        }
+        self.write(None)?;
+        Ok(None)
+    }
+
+    fn on_failure(
+        &mut self,
+        step: usize,
+        at: i64,
+        why: Vec<String>,
+    ) -> Result<Option<Outcome>, RunError> {
+        let n = self.state.failures;
+        let cause = format!(
+            "{n} failed checks in a row at stage {} step {}: {}",
+            self.state.stage + 1,
+            step + 1,
+            why.join("; ")
+        );
+        match self.spec.guards.on_failure {
+            super::OnFailure::Rollback => {
+                self.state.status = Status::RolledBack;
+                self.state.reason = Some(format!("rolled back: {cause}"));
+                let start = self.state.start.clone();
+                if !self.write(Some((&start, at)))? {
+                    return Ok(None);
+                }
+                self.say(format!("rolled back to the shares at plan start: {cause}"));
+                Ok(Some(Outcome::RolledBack))
+            }
+            super::OnFailure::StepBack => {
+                let back = step.checked_sub(1);
+                let (old_step, old_status) = (self.state.step, self.state.status);
+                self.state.step = back;
+                self.state.status = Status::Paused;
+                self.state.failures = 0;
+                self.state.since_ms = now_ms();
+                self.state.reason = Some(format!("stepped back one step, paused: {cause}"));
+                let doc = self.expected();
+                if !self.write(Some((&doc, at)))? {
+                    (self.state.step, self.state.status) = (old_step, old_status);
+                    return Ok(None);
+                }
+                self.say(format!("stepped back one step and paused: {cause}"));
+                Ok(Some(Outcome::SteppedBack))
+            }
+            super::OnFailure::Pause => {
+                self.state.status = Status::Paused;
+                self.state.reason = Some(format!("paused: {cause}"));
+                self.write(None)?;
+                self.say(format!("paused: {cause}"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// The next step, the next stage's first, or the end.
+    fn advance(&mut self, step: usize, at: i64) -> Result<Option<Outcome>, RunError> {
+        let stage = self.state.stage;
+        let now = registrations(self.client, self.keys)?;
+        if step + 1 < self.spec.stages[stage].steps_bp.len() {
+            return self.step_to(stage, Some(step + 1), at, now);
+        }
+        if stage + 1 < self.spec.stages.len() {
+            return self.step_to(stage + 1, Some(0), at, now);
+        }
+        self.state.status = Status::Completed;
+        self.state.reason = None;
+        self.write(None)?;
+        self.say("completed: every stage at its last step".into());
+        Ok(Some(Outcome::Completed))
+    }
+
+    /// A pending command, acted on and cleared.
+    fn command(&mut self, current: &RolloutDoc, at: i64) -> Result<Option<Outcome>, RunError> {
+        let ck = self.keys.plan_command();
+        let Some(kv) = self.client.get(&ck)?.0 else {
+            return Ok(None);
+        };
+        let cmd: Option<Command> = serde_json::from_slice(&kv.value).ok();
+        let _ = current;
+        let out = match cmd.as_ref().map(|c| c.command.as_str()) {
+            Some("pause") if self.state.status == Status::Running => {
+                self.state.status = Status::Paused;
+                self.state.reason = Some("paused by `ketama fleet plan pause`".into());
+                self.write(None)?;
+                None
+            }
+            Some("resume") if self.state.status == Status::Paused => {
+                self.state.status = Status::Running;
+                self.state.reason = None;
+                self.state.failures = 0;
+                self.state.since_ms = now_ms();
+                self.before = None;
+                self.last_check = None;
+                // The plan's current step, written again over a hand-made
+                // rollout (the operator asked to resume).
+                let doc = self.expected();
+                if !self.write(Some((&doc, at)))? {
+                    return Ok(None);
+                }
+                None
+            }
+            Some("abort") => {
+                let rollback = cmd.as_ref().is_some_and(|c| c.rollback);
+                self.state.status = Status::Aborted;
+                self.state.reason = Some(if rollback {
+                    "aborted and rolled back by `ketama fleet plan abort --rollback`".into()
+                } else {
+                    "aborted by `ketama fleet plan abort`".into()
+                });
+                let start = self.state.start.clone();
+                let written = if rollback {
+                    self.write(Some((&start, at)))?
+                } else {
+                    self.write(None)?
+                };
+                if !written {
+                    return Ok(None);
+                }
+                Some(Outcome::Aborted)
+            }
+            _ => None,
+        };
+        let _ = self
+            .client
+            .txn(&[Compare::ModRevision(&ck, kv.mod_revision)], &[], &[&ck]);
+        if let Some(reason) = self.state.reason.clone() {
+            if cmd.is_some() {
+                self.say(reason);
+            }
+        } else if cmd.is_some() {
+            self.say("resumed".into());
+        }
+        Ok(out)
+    }
+}
+
+/// The stored plan and its state, if any.
+pub fn read_plan(
+    client: &Client,
+    keys: &Keys,
+) -> Result<(Option<PlanSpec>, Option<PlanState>), EtcdError> {
+    let spec = client
+        .get(&keys.plan_spec())?
+        .0
+        .and_then(|kv| serde_json::from_slice(&kv.value).ok());
+    let state = client
+        .get(&keys.plan_state())?
+        .0
+        .and_then(|kv| serde_json::from_slice(&kv.value).ok());
+    Ok((spec, state))
+}

@@ -1,0 +1,268 @@
+//! The guards' verdict on one interval: the figures of the routers a
+//! stage concerns (and, for the origin, of the whole fleet), from two
+//! rounds of their registrations' reports, against the plan's limits.
+//!
+//! A router's figures are the difference of its two reports (the same
+//! process: a restarted router, whose counters began again, counts from
+//! its next report). Requests are every routed request of the scope;
+//! the hit ratio is hits over hits and origin contacts (`miss`, `stale`,
+//! `bypass`), over every ring; moved keys' over the new ring's moved
+//! responses; the error ratio is `5xx` and `error` answers over every
+//! answer of the new ring; origin requests per second add each router's
+//! origin contacts over its own interval.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::spec::Guards;
+use crate::report::{RingCounts, ORIGIN_RESULTS};
+use crate::Registration;
+
+/// What one check measured.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    /// Routers of the stage's scopes with two reports to compare.
+    pub routers: usize,
+    /// Their routed requests over the interval.
+    pub requests: u64,
+    /// Their hit ratio (`None`: no hit and no origin contact).
+    pub hit_ratio: Option<f64>,
+    /// The same scopes' hit ratio over the baseline window.
+    pub baseline_hit_ratio: Option<f64>,
+    /// Moved keys' hit ratio (new ring).
+    pub moved_hit_ratio: Option<f64>,
+    /// `5xx` and router errors over the new ring's answers.
+    pub error_ratio: Option<f64>,
+    /// Origin contacts per second over every reporting router.
+    pub origin_rps: f64,
+}
+
+/// A check's outcome.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Verdict {
+    /// Every guard held.
+    Pass,
+    /// A guard failed (why).
+    Fail(Vec<String>),
+    /// Too little to judge by (why): neither passed nor failed.
+    Inconclusive(Vec<String>),
+}
+
+impl Verdict {
+    /// `pass`, `fail` or `inconclusive`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail(_) => "fail",
+            Verdict::Inconclusive(_) => "inconclusive",
+        }
+    }
+
+    /// The reasons, if any.
+    pub fn reasons(&self) -> Vec<String> {
+        match self {
+            Verdict::Pass => Vec::new(),
+            Verdict::Fail(r) | Verdict::Inconclusive(r) => r.clone(),
+        }
+    }
+}
+
+fn minus(a: &BTreeMap<String, u64>, b: &BTreeMap<String, u64>) -> BTreeMap<String, u64> {
+    a.iter()
+        .map(|(k, v)| (k.clone(), v.saturating_sub(b.get(k).copied().unwrap_or(0))))
+        .collect()
+}
+
+/// One router's counters over an interval: per ring, and the interval's
+/// length in seconds.
+#[derive(Clone, Debug)]
+pub struct Delta {
+    /// Its scope (`""`: none).
+    pub scope: String,
+    /// Per ring.
+    pub rings: BTreeMap<String, RingCounts>,
+    /// Seconds between its two reports.
+    pub seconds: f64,
+}
+
+/// Each router's counters between two rounds of registrations (routers
+/// present in both, the same process, each with a report).
+pub fn deltas(before: &[Registration], now: &[Registration]) -> Vec<Delta> {
+    let mut out = Vec::new();
+    for r in now {
+        let Some(b) = before.iter().find(|b| b.id == r.id && b.pid == r.pid) else {
+            continue;
+        };
+        let (Some(new), Some(old)) = (&r.report, &b.report) else {
+            continue;
+        };
+        if new.at_ms <= old.at_ms {
+            continue;
+        }
+        let empty = RingCounts::default();
+        let rings = new
+            .rings
+            .iter()
+            .map(|(name, n)| {
+                let o = old.rings.get(name).unwrap_or(&empty);
+                (
+                    name.clone(),
+                    RingCounts {
+                        unmoved: minus(&n.unmoved, &o.unmoved),
+                        moved: minus(&n.moved, &o.moved),
+                        bytes_unmoved: minus(&n.bytes_unmoved, &o.bytes_unmoved),
+                        bytes_moved: minus(&n.bytes_moved, &o.bytes_moved),
+                        classes: minus(&n.classes, &o.classes),
+                    },
+                )
+            })
+            .collect();
+        out.push(Delta {
+            scope: r.scope.clone().unwrap_or_default(),
+            rings,
+            seconds: (new.at_ms - old.at_ms) as f64 / 1000.0,
+        });
+    }
+    out
+}
+
+/// Hits and origin contacts of `deltas` in `scopes`, over every ring.
+pub fn hits_and_origin(deltas: &[Delta], scopes: &[String]) -> (u64, u64) {
+    deltas
+        .iter()
+        .filter(|d| scopes.contains(&d.scope))
+        .flat_map(|d| d.rings.values())
+        .fold((0, 0), |(h, o), r| {
+            (h + r.responses("hit"), o + r.origin_contacts())
+        })
+}
+
+fn ratio(num: u64, den: u64) -> Option<f64> {
+    (den > 0).then(|| num as f64 / den as f64)
+}
+
+/// The figures of one interval and the guards' verdict on them.
+/// `baseline` is the stage's scopes' (hits, origin contacts) over the
+/// baseline window.
+pub fn judge(
+    g: &Guards,
+    scopes: &[String],
+    baseline: Option<(u64, u64)>,
+    deltas: &[Delta],
+) -> (Figures, Verdict) {
+    let concerned: Vec<&Delta> = deltas
+        .iter()
+        .filter(|d| scopes.contains(&d.scope))
+        .collect();
+    let sum = |f: &dyn Fn(&RingCounts) -> u64, ring: Option<&str>| -> u64 {
+        concerned
+            .iter()
+            .flat_map(|d| d.rings.iter())
+            .filter(|(name, _)| ring.is_none_or(|r| r == name.as_str()))
+            .map(|(_, r)| f(r))
+            .sum()
+    };
+    let requests = sum(&|r| r.classes.values().sum(), None);
+    let (hits, origin) = hits_and_origin(deltas, scopes);
+    let moved_hits = sum(&|r| r.moved.get("hit").copied().unwrap_or(0), Some("new"));
+    let moved_origin = sum(
+        &|r| {
+            ORIGIN_RESULTS
+                .iter()
+                .map(|k| r.moved.get(*k).copied().unwrap_or(0))
+                .sum()
+        },
+        Some("new"),
+    );
+    let new_answers = sum(&|r| r.classes.values().sum(), Some("new"));
+    let new_errors = sum(&|r| r.class("5xx") + r.class("error"), Some("new"));
+    let origin_rps = deltas
+        .iter()
+        .map(|d| {
+            d.rings
+                .values()
+                .map(RingCounts::origin_contacts)
+                .sum::<u64>() as f64
+                / d.seconds
+        })
+        .fold(0.0, |a, b| a + b);
+    let f = Figures {
+        routers: concerned.len(),
+        requests,
+        hit_ratio: ratio(hits, hits + origin),
+        baseline_hit_ratio: baseline.and_then(|(h, o)| ratio(h, h + o)),
+        moved_hit_ratio: ratio(moved_hits, moved_hits + moved_origin),
+        error_ratio: ratio(new_errors, new_answers),
+        origin_rps,
+    };
+    let mut failed = Vec::new();
+    if let Some(max) = g.max_origin_rps {
+        if f.origin_rps > max {
+            failed.push(format!(
+                "origin requests/s {:.1} above max_origin_rps {max}",
+                f.origin_rps
+            ));
+        }
+    }
+    if concerned.is_empty() {
+        return verdict(
+            failed,
+            vec!["no two reports from the scope's routers yet".into()],
+            f,
+        );
+    }
+    if requests < g.min_requests {
+        return verdict(
+            failed,
+            vec![format!(
+                "{requests} requests in the scope, under min_requests {}",
+                g.min_requests
+            )],
+            f,
+        );
+    }
+    let mut unknown = Vec::new();
+    if let Some(max) = g.max_hit_ratio_drop {
+        match (f.baseline_hit_ratio, f.hit_ratio) {
+            (Some(b), Some(h)) if b - h > max => failed.push(format!(
+                "hit ratio {:.3}, {:.3} below its baseline {b:.3} (max_hit_ratio_drop {max})",
+                h,
+                b - h
+            )),
+            (Some(_), Some(_)) => {}
+            _ => unknown.push("no hit ratio (no cache results, or no baseline)".to_string()),
+        }
+    }
+    if let Some(max) = g.max_moved_hit_ratio_drop {
+        if let (Some(b), Some(m)) = (f.baseline_hit_ratio, f.moved_hit_ratio) {
+            if b - m > max {
+                failed.push(format!(
+                    "moved keys' hit ratio {m:.3}, {:.3} below the baseline {b:.3} (max_moved_hit_ratio_drop {max})",
+                    b - m
+                ));
+            }
+        }
+    }
+    if let Some(max) = g.max_error_ratio {
+        if let Some(e) = f.error_ratio {
+            if e > max {
+                failed.push(format!(
+                    "error ratio {e:.4} on the new ring above max_error_ratio {max}"
+                ));
+            }
+        }
+    }
+    verdict(failed, unknown, f)
+}
+
+fn verdict(failed: Vec<String>, unknown: Vec<String>, f: Figures) -> (Figures, Verdict) {
+    let v = if !failed.is_empty() {
+        Verdict::Fail(failed)
+    } else if !unknown.is_empty() {
+        Verdict::Inconclusive(unknown)
+    } else {
+        Verdict::Pass
+    };
+    (f, v)
+}

@@ -1,0 +1,477 @@
+//! `ketama fleet plan` end to end: a real etcd, two routers in two scopes
+//! steered through it, nginx caches in front of one nginx origin as their
+//! backends, traffic through both routers, and the `ketama` binary (built
+//! by `cargo test --workspace`) running the plan's controller.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::caches::{cache, origin};
+use common::tls::Nginx;
+use common::*;
+use ketama_fleet::etcd::Client;
+use ketama_fleet::plan::PlanState;
+use ketama_fleet::testing::{EtcdCluster, EtcdServer};
+use ketama_fleet::Keys;
+
+const PREFIX: &str = "/ketama/plan/";
+
+/// The `ketama` binary next to this test's (built by `cargo test
+/// --workspace`, which builds every package's binaries before any test
+/// runs).
+fn ketama() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe.parent().unwrap().parent().unwrap().join("ketama");
+    assert!(
+        bin.exists(),
+        "{} is missing: `cargo build -p ketama-cli` (cargo test --workspace builds it)",
+        bin.display()
+    );
+    bin
+}
+
+/// The fleet: etcd URLs, the caches and origin, two routers (scopes
+/// `val1` and `ams`) reporting every 200 ms, and load through both.
+struct Fleet {
+    urls: Vec<String>,
+    _nginx: Vec<Nginx>,
+    routers: Vec<RouterProc>,
+    _dirs: Vec<tempfile::TempDir>,
+    dir: tempfile::TempDir,
+    stop: Arc<AtomicBool>,
+    sent: Arc<AtomicU64>,
+    load: Vec<std::thread::JoinHandle<u64>>,
+}
+
+impl Fleet {
+    /// `bust`: one request in five is for a key never asked before (an
+    /// origin contact every time).
+    fn start(urls: Vec<String>, bust: bool) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let o = origin(dir.path());
+        let caches: Vec<Nginx> = (0..2).map(|i| cache(dir.path(), i, o.addr, true)).collect();
+        let client = etcd_client(&urls);
+        let keys = Keys::new(PREFIX);
+        let mut shared = String::from(
+            "[ring]\nlayout = \"compact\"\n\n[health]\nenabled = false\n\n[migration]\nglobal_bp = 0\n[migration.ring]\nlayout = \"compact\"\npoint_multiple = 40\n",
+        );
+        for c in &caches {
+            shared.push_str(&format!("\n[[backends]]\naddress = \"{}\"\n", c.addr));
+        }
+        client.put(&keys.config(), shared.as_bytes(), None).unwrap();
+        let mut routers = Vec::new();
+        let mut dirs = Vec::new();
+        for scope in ["val1", "ams"] {
+            let d = tempfile::tempdir().unwrap();
+            let path = d.path().join("router.toml");
+            std::fs::write(
+                &path,
+                format!(
+                    "[server]\nlisten = [\"127.0.0.1:0\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"127.0.0.1:0\"\ntoken = \"sekret\"\n\n[control]\netcd = {urls:?}\nprefix = \"{PREFIX}\"\nscope = \"{scope}\"\nid = \"{scope}\"\nlease_ttl_s = 3\nretry_min_ms = 20\nretry_max_ms = 300\ntimeout_ms = 1000\nreport_interval_ms = 200\n"
+                ),
+            )
+            .unwrap();
+            routers.push(start_router_with(
+                &path,
+                &[],
+                Some(&d.path().join("router.log")),
+            ));
+            dirs.push(d);
+        }
+        let (stop, sent) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicU64::new(0)),
+        );
+        let load = routers
+            .iter()
+            .map(|r| {
+                let (proxy, stop, sent) = (r.proxy, stop.clone(), sent.clone());
+                std::thread::spawn(move || load(proxy, &stop, &sent, bust))
+            })
+            .collect();
+        let mut nginx = caches;
+        nginx.push(o);
+        let f = Fleet {
+            urls,
+            _nginx: nginx,
+            routers,
+            _dirs: dirs,
+            dir,
+            stop,
+            sent,
+            load,
+        };
+        // Both routers registered with a report, and traffic flowing.
+        wait_for(Duration::from_secs(15), || {
+            ketama_fleet::registrations(&client, &keys)
+                .is_ok_and(|rs| rs.len() == 2 && rs.iter().all(|r| r.report.is_some()))
+                && f.sent.load(Relaxed) > 200
+        });
+        f
+    }
+
+    fn client(&self) -> Client {
+        etcd_client(&self.urls)
+    }
+
+    fn plan_file(&self, text: &str) -> PathBuf {
+        let p = self.dir.path().join("plan.toml");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    fn cli(&self, args: &[&str]) -> Command {
+        let mut c = Command::new(ketama());
+        c.args(["fleet"]).args(args);
+        c.args(["--etcd", &self.urls.join(","), "--prefix", PREFIX]);
+        c
+    }
+
+    fn state(&self) -> Option<PlanState> {
+        ketama_fleet::plan::controller::read_plan(&self.client(), &Keys::new(PREFIX))
+            .ok()
+            .and_then(|(_, s)| s)
+    }
+
+    fn rollout(&self) -> serde_json::Value {
+        let (kv, _) = self.client().get(&Keys::new(PREFIX).rollout()).unwrap();
+        kv.map_or(serde_json::Value::Null, |kv| {
+            serde_json::from_slice(&kv.value).unwrap()
+        })
+    }
+
+    /// Stops the load; every request answered 200.
+    fn stop(self) {
+        self.stop.store(true, Relaxed);
+        for l in self.load {
+            assert_eq!(l.join().unwrap(), 0, "requests failed during the plan");
+        }
+    }
+}
+
+fn etcd_client(urls: &[String]) -> Client {
+    Client::new(&ketama_fleet::etcd::Options {
+        endpoints: urls.to_vec(),
+        timeout: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Requests over 150 keys (and with `bust`, one in five a new key) until
+/// told to stop; returns how many failed.
+fn load(proxy: SocketAddr, stop: &AtomicBool, sent: &AtomicU64, bust: bool) -> u64 {
+    let mut failed = 0;
+    let mut i = 0u64;
+    while !stop.load(Relaxed) {
+        i += 1;
+        let path = if bust && i % 5 == 0 {
+            format!("/new/{proxy}/{i}")
+        } else {
+            format!("/obj/{}", (i * 7919) % 150)
+        };
+        match request(proxy, "GET", &path, &[], "") {
+            Ok(r) if r.status == 200 => {}
+            _ => failed += 1,
+        }
+        sent.fetch_add(1, Relaxed);
+    }
+    failed
+}
+
+fn output_text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// The steps a controller's log says it applied, in order.
+fn applied(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter_map(|l| l.split_once(' ').map(|(_, r)| r))
+        .filter(|l| l.starts_with("stage "))
+        .collect()
+}
+
+const GUARDS: &str =
+    "[guards]\ninterval = \"300ms\"\nwarmup = \"300ms\"\nbaseline = \"900ms\"\nmin_requests = 20\n";
+
+fn two_stages(hold: &str) -> String {
+    format!("[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [5000, 10000]\nhold = \"{hold}\"\n\n[[stage]]\nscopes = [\"ams\"]\nsteps_bp = [10000]\nhold = \"{hold}\"\n\n")
+}
+
+#[test]
+fn a_plan_whose_guards_hold_steps_to_the_end() {
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start(vec![etcd.url()], false);
+    let plan = f.plan_file(&format!(
+        "{}{GUARDS}max_hit_ratio_drop = 0.5\nmax_error_ratio = 0.05\nfailures_to_rollback = 2\n",
+        two_stages("1500ms")
+    ));
+    let out = f
+        .cli(&["plan", "run", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let log = String::from_utf8_lossy(&out.stderr);
+    // Each step once, in order.
+    assert_eq!(
+        applied(&log),
+        [
+            "stage 1 step 1: val1 at 5000 bp",
+            "stage 1 step 2: val1 at 10000 bp",
+            "stage 2 step 1: ams at 10000 bp"
+        ],
+        "{log}"
+    );
+    assert_eq!(
+        f.rollout(),
+        serde_json::json!({"global_bp": 0, "scopes": {"ams": 10000, "val1": 10000}})
+    );
+    let state = f.state().unwrap();
+    assert_eq!(state.status.name(), "completed");
+    assert!(
+        state
+            .checks
+            .iter()
+            .any(|c| c.verdict == "pass" && c.figures.hit_ratio.is_some()),
+        "{:?}",
+        state.checks
+    );
+    // Both routers applied the last rollout, and show the plan's end.
+    for r in &f.routers {
+        wait_for(Duration::from_secs(5), || {
+            status_json(r)["rollout"]["in_force_bp"] == 10000
+        });
+        wait_for(Duration::from_secs(5), || {
+            status_json(r)["control"]["plan"]["status"] == "completed"
+        });
+    }
+    let dom = common::page::rendered(&format!("http://{}/ui#token=sekret", f.routers[0].admin));
+    let at = dom.find("id=\"plan\"").expect("the plan on the page");
+    assert!(
+        dom[at..].starts_with("id=\"plan\">completed, stage 2, step 1; last check pass"),
+        "{}",
+        &dom[at..at + 200]
+    );
+    let status = f.cli(&["plan", "status"]).output().unwrap();
+    let text = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        text.starts_with("plan completed") && text.contains("val1") && text.contains("2/2"),
+        "{text}"
+    );
+    f.stop();
+}
+
+#[test]
+fn a_plan_over_its_origin_guard_rolls_back() {
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start(vec![etcd.url()], true);
+    let plan = f.plan_file(&format!(
+        "{}{GUARDS}max_origin_rps = 1\nfailures_to_rollback = 2\non_failure = \"rollback\"\n",
+        two_stages("1500ms")
+    ));
+    let started = Instant::now();
+    let out = f
+        .cli(&["plan", "run", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("origin requests/s") && stderr.contains("max_origin_rps 1"),
+        "{stderr}"
+    );
+    // Within failures_to_rollback checks of the first step (plus the
+    // baseline): well before the first step's hold ended.
+    assert!(
+        started.elapsed() < Duration::from_secs(4),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        f.rollout(),
+        serde_json::json!({"global_bp": 0, "scopes": {}})
+    );
+    let state = f.state().unwrap();
+    assert_eq!(state.status.name(), "rolled_back");
+    assert_eq!(
+        state.checks.iter().filter(|c| c.verdict == "fail").count(),
+        2,
+        "{:?}",
+        state.checks
+    );
+    f.stop();
+}
+
+/// Waits for the plan's state to satisfy `ok`.
+fn wait_state(f: &Fleet, limit: Duration, ok: impl Fn(&PlanState) -> bool) -> PlanState {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(s) = f.state().filter(|s| ok(s)) {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "state not reached: {:?}",
+            f.state()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn spawn(mut c: Command) -> Child {
+    c.stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
+}
+
+#[test]
+fn a_hand_written_rollout_pauses_the_plan_and_abort_ends_it() {
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start(vec![etcd.url()], false);
+    let plan = f.plan_file(&format!(
+        "{}{GUARDS}max_error_ratio = 0.05\n",
+        two_stages("60s")
+    ));
+    let run = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
+    wait_state(&f, Duration::from_secs(10), |s| s.step == Some(0));
+    let manual = f.cli(&["rollout", "--global-bp", "100"]).output().unwrap();
+    assert!(manual.status.success(), "{}", output_text(&manual));
+    let s = wait_state(&f, Duration::from_secs(5), |s| s.status.name() == "paused");
+    assert!(
+        s.reason.as_deref().unwrap_or("").contains("by hand"),
+        "{s:?}"
+    );
+    // Never overwritten while paused.
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(f.rollout()["global_bp"], 100);
+    let abort = f.cli(&["plan", "abort"]).output().unwrap();
+    assert!(abort.status.success(), "{}", output_text(&abort));
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
+    assert_eq!(f.state().unwrap().status.name(), "aborted");
+    f.stop();
+}
+
+#[test]
+fn a_controller_killed_mid_plan_is_taken_over_at_the_same_step() {
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start(vec![etcd.url()], false);
+    let plan = f.plan_file(&format!(
+        "{}{GUARDS}max_error_ratio = 0.05\n",
+        two_stages("2500ms")
+    ));
+    let mut first = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
+    let before = wait_state(&f, Duration::from_secs(10), |s| s.step == Some(1));
+    first.kill().unwrap();
+    let _ = first.wait();
+    // Refused while the dead controller's lease holds the lock, then taken.
+    let started = Instant::now();
+    let out = loop {
+        let out = f.cli(&["plan", "run"]).output().unwrap();
+        let text = output_text(&out);
+        if out.status.code() == Some(1) && text.contains("holds") {
+            assert!(started.elapsed() < Duration::from_secs(20), "{text}");
+            std::thread::sleep(Duration::from_millis(200));
+            continue;
+        }
+        break out;
+    };
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains(&format!(
+            "at stage {}, step {}",
+            before.stage + 1,
+            before.step.unwrap() + 1
+        )),
+        "taken over elsewhere than {before:?}: {log}"
+    );
+    // Stage 1 step 2 was not applied again; stage 2 was applied once.
+    assert_eq!(applied(&log), ["stage 2 step 1: ams at 10000 bp"], "{log}");
+    assert_eq!(f.rollout()["scopes"]["ams"], 10000);
+    f.stop();
+}
+
+#[test]
+fn an_etcd_leader_lost_mid_plan_skips_and_repeats_no_step() {
+    let mut etcd = EtcdCluster::start(3).unwrap();
+    let f = Fleet::start(etcd.urls(), false);
+    let plan = f.plan_file(&format!(
+        "{}{GUARDS}max_error_ratio = 0.05\n",
+        two_stages("2000ms")
+    ));
+    let run = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
+    wait_state(&f, Duration::from_secs(10), |s| s.step == Some(0));
+    let leader = etcd.leader().expect("a leader");
+    etcd.kill(leader);
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        applied(&log),
+        [
+            "stage 1 step 1: val1 at 5000 bp",
+            "stage 1 step 2: val1 at 10000 bp",
+            "stage 2 step 1: ams at 10000 bp"
+        ],
+        "{log}"
+    );
+    assert_eq!(
+        f.rollout(),
+        serde_json::json!({"global_bp": 0, "scopes": {"ams": 10000, "val1": 10000}})
+    );
+    f.stop();
+}
+
+#[test]
+fn plans_the_fleet_cannot_run_are_refused_naming_the_line() {
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start(vec![etcd.url()], false);
+    for (text, says) in [
+        (
+            "[[stage]]\nscopes = [\"lhr\"]\nsteps_bp = [100]\nhold = \"10s\"\n[guards]\nmax_error_ratio = 0.1\ninterval = \"1s\"\nwarmup = \"1s\"\n",
+            "plan.toml:2: stage 1: no router of scope \"lhr\"",
+        ),
+        (
+            "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [1000, 500]\nhold = \"10s\"\n[guards]\nmax_error_ratio = 0.1\n",
+            "plan.toml:3: stage 1: steps go up only",
+        ),
+        (
+            "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [100]\nhold = \"1s\"\n[guards]\ninterval = \"1s\"\nwarmup = \"1s\"\nmax_error_ratio = 0.1\n",
+            "plan.toml:4: stage 1: hold 1s is shorter than warmup plus two intervals",
+        ),
+        (
+            "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [100]\nhold = \"10s\"\n[guards]\ninterval = \"100ms\"\nwarmup = \"1s\"\nmax_error_ratio = 0.1\n",
+            "plan.toml:6: guards.interval (100 ms) is shorter than the routers' report interval (200 ms)",
+        ),
+        (
+            "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [100]\nhold = \"10s\"\n[guards]\ninterval = \"1s\"\nwarmup = \"1s\"\n",
+            "[guards] has no guard",
+        ),
+    ] {
+        let p = f.dir.path().join("plan.toml");
+        std::fs::write(&p, text).unwrap();
+        let out = Command::new(ketama())
+            .current_dir(f.dir.path())
+            .args(["fleet", "plan", "run", "plan.toml", "--etcd", &f.urls.join(","), "--prefix", PREFIX])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{says:?} not in {err}");
+        assert!(f.state().is_none(), "a refused plan was stored");
+    }
+    f.stop();
+}
