@@ -53,6 +53,10 @@ struct StatusArgs {
     /// Print the stored state as JSON.
     #[arg(long)]
     json: bool,
+    /// Also draw the checks so far (hit ratio by ring, origin requests
+    /// per second) as an SVG chart to this file.
+    #[arg(long, value_name = "FILE.svg")]
+    chart: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -142,6 +146,11 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         }
         return Ok(());
     };
+    if let Some(path) = &a.chart {
+        let svg = crate::plot_plan::plan_svg(&spec, &state)?;
+        std::fs::write(path, svg)
+            .with_context(|| format!("--chart {}: cannot write", path.display()))?;
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&state)?);
         return Ok(());

@@ -16,6 +16,7 @@ mod generate;
 mod import;
 mod migrate_plan;
 mod plot;
+mod plot_plan;
 mod recommend;
 mod route;
 mod simulate;

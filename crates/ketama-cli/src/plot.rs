@@ -12,7 +12,7 @@ use ketama::analysis::SweepRow;
 use ketama::Scheme;
 use plotters::prelude::*;
 
-const FONT: &str = "sans-serif";
+pub(crate) const FONT: &str = "sans-serif";
 
 /// System fonts tried, in order.
 const FONT_PATHS: &[&str] = &[
@@ -25,7 +25,7 @@ const FONT_PATHS: &[&str] = &[
 ];
 
 /// Registers a system font with plotters once.
-fn font() -> anyhow::Result<()> {
+pub(crate) fn font() -> anyhow::Result<()> {
     static LOADED: OnceLock<Result<(), String>> = OnceLock::new();
     LOADED
         .get_or_init(|| {
@@ -49,7 +49,7 @@ fn font() -> anyhow::Result<()> {
         .map_err(|e| anyhow!(e))
 }
 
-fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
+pub(crate) fn err<E: std::fmt::Debug>(e: E) -> anyhow::Error {
     anyhow!("cannot draw the chart: {e:?}")
 }
 

@@ -53,6 +53,10 @@ impl Fleet {
     /// `bust`: one request in five is for a key never asked before (an
     /// origin contact every time).
     fn start(urls: Vec<String>, bust: bool) -> Fleet {
+        Fleet::start_with(urls, &["val1", "ams"], Load { bust, keys: 150 })
+    }
+
+    fn start_with(urls: Vec<String>, scopes: &[&str], how: Load) -> Fleet {
         let dir = tempfile::tempdir().unwrap();
         let o = origin(dir.path());
         let caches: Vec<Nginx> = (0..2).map(|i| cache(dir.path(), i, o.addr, true)).collect();
@@ -67,7 +71,7 @@ impl Fleet {
         client.put(&keys.config(), shared.as_bytes(), None).unwrap();
         let mut routers = Vec::new();
         let mut dirs = Vec::new();
-        for scope in ["val1", "ams"] {
+        for scope in scopes {
             let d = tempfile::tempdir().unwrap();
             let path = d.path().join("router.toml");
             std::fs::write(
@@ -92,7 +96,7 @@ impl Fleet {
             .iter()
             .map(|r| {
                 let (proxy, stop, sent) = (r.proxy, stop.clone(), sent.clone());
-                std::thread::spawn(move || load(proxy, &stop, &sent, bust))
+                std::thread::spawn(move || load(proxy, &stop, &sent, how))
             })
             .collect();
         let mut nginx = caches;
@@ -110,7 +114,7 @@ impl Fleet {
         // Both routers registered with a report, and traffic flowing.
         wait_for(Duration::from_secs(15), || {
             ketama_fleet::registrations(&client, &keys)
-                .is_ok_and(|rs| rs.len() == 2 && rs.iter().all(|r| r.report.is_some()))
+                .is_ok_and(|rs| rs.len() == scopes.len() && rs.iter().all(|r| r.report.is_some()))
                 && f.sent.load(Relaxed) > 200
         });
         f
@@ -164,17 +168,30 @@ fn etcd_client(urls: &[String]) -> Client {
     .unwrap()
 }
 
-/// Requests over 150 keys (and with `bust`, one in five a new key) until
-/// told to stop; returns how many failed.
-fn load(proxy: SocketAddr, stop: &AtomicBool, sent: &AtomicU64, bust: bool) -> u64 {
+/// What the load asks for.
+#[derive(Clone, Copy)]
+struct Load {
+    /// One request in five for a key never asked before.
+    bust: bool,
+    /// Keys, the low ones asked most (a square-law skew).
+    keys: u64,
+}
+
+/// Requests (see [`Load`]) until told to stop; returns how many failed.
+fn load(proxy: SocketAddr, stop: &AtomicBool, sent: &AtomicU64, how: Load) -> u64 {
     let mut failed = 0;
     let mut i = 0u64;
+    let mut x = proxy.port() as u64 | 1;
     while !stop.load(Relaxed) {
         i += 1;
-        let path = if bust && i % 5 == 0 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+        let path = if how.bust && i % 5 == 0 {
             format!("/new/{proxy}/{i}")
         } else {
-            format!("/obj/{}", (i * 7919) % 150)
+            format!("/obj/{}", (u * u * how.keys as f64) as u64)
         };
         match request(proxy, "GET", &path, &[], "") {
             Ok(r) if r.status == 200 => {}
@@ -473,5 +490,69 @@ fn plans_the_fleet_cannot_run_are_refused_naming_the_line() {
         assert!(err.contains(says), "{says:?} not in {err}");
         assert!(f.state().is_none(), "a refused plan was stored");
     }
+    f.stop();
+}
+
+/// The walk-through of docs/migrations.md, from a real run: three routers
+/// (val1, ams, sin) with nginx caches, a three-stage plan, `plan status`
+/// after each stage and the chart at the end, written to
+/// `$KETAMA_WALKTHROUGH_DIR` (`KETAMA_WALKTHROUGH_DIR=docs/plan-walkthrough
+/// cargo test -p ketama-router --test fleet_plan -- --ignored walkthrough`).
+#[test]
+#[ignore]
+fn walkthrough() {
+    let out_dir =
+        PathBuf::from(std::env::var("KETAMA_WALKTHROUGH_DIR").expect("KETAMA_WALKTHROUGH_DIR"));
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start_with(
+        vec![etcd.url()],
+        &["val1", "ams", "sin"],
+        Load {
+            bust: false,
+            keys: 3000,
+        },
+    );
+    let text = "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [1000, 10000]\nhold = \"6s\"\n\n[[stage]]\nscopes = [\"ams\"]\nsteps_bp = [2500, 10000]\nhold = \"6s\"\n\n[[stage]]\nscopes = [\"*\"]\nsteps_bp = [10000]\nhold = \"6s\"\n\n[guards]\ninterval = \"500ms\"\nwarmup = \"1s\"\nbaseline = \"5s\"\nmin_requests = 100\nmax_hit_ratio_drop = 0.3\nmax_error_ratio = 0.01\nfailures_to_rollback = 3\non_failure = \"rollback\"\n";
+    std::fs::write(out_dir.join("plan.toml"), text).unwrap();
+    let plan = f.plan_file(text);
+    let run = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
+    let mut seen = Vec::new();
+    let mut statuses = String::new();
+    let capture = |statuses: &mut String| {
+        let o = f.cli(&["plan", "status"]).output().unwrap();
+        statuses.push_str(&format!(
+            "$ ketama fleet plan status --etcd ... --prefix {PREFIX}\n{}\n",
+            String::from_utf8_lossy(&o.stdout)
+        ));
+    };
+    loop {
+        let Some(s) = f.state() else {
+            std::thread::sleep(Duration::from_millis(50));
+            continue;
+        };
+        if s.status.name() != "running" {
+            capture(&mut statuses);
+            break;
+        }
+        let k = (s.stage, s.step);
+        if s.step.is_some() && !seen.contains(&k) {
+            // A few checks into the step, as an operator would look.
+            std::thread::sleep(Duration::from_millis(2500));
+            capture(&mut statuses);
+            seen.push(k);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = run.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
+    std::fs::write(out_dir.join("status.txt"), statuses).unwrap();
+    std::fs::write(out_dir.join("controller.log"), &out.stderr).unwrap();
+    let chart = out_dir.join("plan.svg");
+    let o = f
+        .cli(&["plan", "status", "--chart", chart.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", output_text(&o));
     f.stop();
 }

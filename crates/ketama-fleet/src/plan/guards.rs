@@ -36,6 +36,10 @@ pub struct Figures {
     pub error_ratio: Option<f64>,
     /// Origin contacts per second over every reporting router.
     pub origin_rps: f64,
+    /// The scope's hit ratio per ring version (`old`, `new`, `only`),
+    /// for the rings that answered with a cache result.
+    #[serde(default)]
+    pub ring_hit_ratio: BTreeMap<String, f64>,
 }
 
 /// A check's outcome.
@@ -187,7 +191,16 @@ pub fn judge(
                 / d.seconds
         })
         .fold(0.0, |a, b| a + b);
+    let mut ring_hit_ratio = BTreeMap::new();
+    for ring in ["only", "old", "new"] {
+        let h = sum(&|r| r.responses("hit"), Some(ring));
+        let o = sum(&RingCounts::origin_contacts, Some(ring));
+        if let Some(x) = ratio(h, h + o) {
+            ring_hit_ratio.insert(ring.to_string(), x);
+        }
+    }
     let f = Figures {
+        ring_hit_ratio,
         routers: concerned.len(),
         requests,
         hit_ratio: ratio(hits, hits + origin),

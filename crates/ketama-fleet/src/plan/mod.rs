@@ -113,7 +113,7 @@ pub struct PlanState {
 }
 
 /// Checks kept in the state.
-pub const KEPT_CHECKS: usize = 40;
+pub const KEPT_CHECKS: usize = 200;
 
 /// The rollout a plan has written once `stage` is at `step` (`None`: the
 /// stage not started), from the rollout at plan start: every earlier

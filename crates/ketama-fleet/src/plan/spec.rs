@@ -404,11 +404,22 @@ mod tests {
         let a = stage("[\"*\"]", "[100]", "10m");
         let b = stage("[\"ams\"]", "[100]", "10m");
         assert!(err(&format!("{a}{b}{GUARDS}")).starts_with("p.toml:2: stage 1: \"*\""));
-        assert!(err(&format!("{b}{b}{GUARDS}")).starts_with("p.toml:6: stage 2: scope \"ams\" is in an earlier stage"));
-        assert!(err(&format!("{}{GUARDS}", stage("[\"ams\"]", "[0]", "10m"))).starts_with("p.toml:3: stage 1: 0 is not a share"));
-        assert!(err(&format!("{}{GUARDS}", stage("[\"ams\"]", "[100]", "1x"))).starts_with("p.toml:4: stage 1: hold"));
-        assert!(err(&format!("{b}[guards]\nmax_error_ratio = 2.0\n")).starts_with("p.toml:6: guards.max_error_ratio is a ratio"));
-        assert!(err(&format!("{b}[guards]\nmax_error_ratio = 0.1\nfoo = 1\n")).contains("unknown field `foo`"));
+        assert!(err(&format!("{b}{b}{GUARDS}"))
+            .starts_with("p.toml:6: stage 2: scope \"ams\" is in an earlier stage"));
+        assert!(
+            err(&format!("{}{GUARDS}", stage("[\"ams\"]", "[0]", "10m")))
+                .starts_with("p.toml:3: stage 1: 0 is not a share")
+        );
+        assert!(
+            err(&format!("{}{GUARDS}", stage("[\"ams\"]", "[100]", "1x")))
+                .starts_with("p.toml:4: stage 1: hold")
+        );
+        assert!(err(&format!("{b}[guards]\nmax_error_ratio = 2.0\n"))
+            .starts_with("p.toml:6: guards.max_error_ratio is a ratio"));
+        assert!(
+            err(&format!("{b}[guards]\nmax_error_ratio = 0.1\nfoo = 1\n"))
+                .contains("unknown field `foo`")
+        );
         assert!(err(&b).contains("no [guards]"));
         let ok = PlanSpec::parse(&format!("{b}{GUARDS}"), "p.toml").unwrap();
         assert_eq!(ok.stages[0].hold_ms, 600_000);
