@@ -12,6 +12,8 @@ need=()
 command -v cmake >/dev/null 2>&1 || need+=(cmake)
 command -v dnsmasq >/dev/null 2>&1 || need+=(dnsmasq-base)
 command -v etcd >/dev/null 2>&1 || need+=(etcd-server)
+# A rollout plan's guards can read Prometheus (`ketama fleet plan run --prometheus`).
+command -v prometheus >/dev/null 2>&1 || need+=(prometheus)
 command -v nutcracker >/dev/null 2>&1 || need+=(nutcracker)
 # HAProxy: the golden traces of the haproxy scheme are rerun against it.
 command -v haproxy >/dev/null 2>&1 || need+=(haproxy)

@@ -4,12 +4,12 @@
 //! applied.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
-use ketama_fleet::etcd::{Client, EtcdError, Options};
-use ketama_fleet::Keys;
+use ketama_fleet::etcd::{Client, EtcdError};
+
+use crate::fleet_etcd::{client, EtcdArgs};
 use serde_json::json;
 
 /// `ketama fleet ...`.
@@ -32,35 +32,6 @@ enum FleetCommand {
     /// A rollout plan that steps itself under guards: run, status, pause,
     /// resume, abort.
     Plan(crate::fleet_plan::PlanArgs),
-}
-
-/// How to reach etcd (shared by every fleet command).
-#[derive(Args, Debug)]
-pub(crate) struct EtcdArgs {
-    /// etcd endpoint URLs, comma-separated (or repeat the flag).
-    #[arg(long, required = true, value_delimiter = ',')]
-    etcd: Vec<String>,
-    /// The fleet's key prefix, as in the routers' [control] prefix.
-    #[arg(long)]
-    prefix: String,
-    /// Environment variable holding the etcd user (auth enabled).
-    #[arg(long, requires = "password_env")]
-    user_env: Option<String>,
-    /// Environment variable holding the etcd password.
-    #[arg(long, requires = "user_env")]
-    password_env: Option<String>,
-    /// PEM file of the CA of etcd's certificate (https).
-    #[arg(long)]
-    ca_file: Option<PathBuf>,
-    /// PEM client certificate (with --key-file).
-    #[arg(long, requires = "key_file", requires = "ca_file")]
-    cert_file: Option<PathBuf>,
-    /// PEM key of --cert-file.
-    #[arg(long, requires = "cert_file")]
-    key_file: Option<PathBuf>,
-    /// Request timeout in milliseconds.
-    #[arg(long, default_value_t = 5000)]
-    timeout_ms: u64,
 }
 
 #[derive(Args, Debug)]
@@ -99,34 +70,6 @@ struct StatusArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
-}
-
-pub(crate) fn client(a: &EtcdArgs) -> anyhow::Result<(Client, Keys)> {
-    let var = |flag: &str, name: &str| {
-        std::env::var(name)
-            .ok()
-            .filter(|v| !v.is_empty())
-            .with_context(|| format!("{flag} {name}: the variable is not set"))
-    };
-    let credentials = match (&a.user_env, &a.password_env) {
-        (Some(u), Some(p)) => Some((var("--user-env", u)?, var("--password-env", p)?)),
-        _ => None,
-    };
-    if !a.prefix.starts_with('/') {
-        anyhow::bail!(
-            "--prefix {:?}: a key prefix starts with / (e.g. /ketama/prod/)",
-            a.prefix
-        );
-    }
-    let c = Client::new(&Options {
-        endpoints: a.etcd.clone(),
-        credentials,
-        ca_file: a.ca_file.clone(),
-        client_cert: a.cert_file.clone().zip(a.key_file.clone()),
-        timeout: Duration::from_millis(a.timeout_ms),
-        watch_idle: Duration::from_millis(a.timeout_ms),
-    })?;
-    Ok((c, Keys::new(&a.prefix)))
 }
 
 /// An etcd error, said to be a lost quorum when the cluster's members

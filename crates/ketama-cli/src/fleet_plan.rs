@@ -11,7 +11,7 @@ use ketama_fleet::plan::controller::{self, Command, Controller, Outcome};
 use ketama_fleet::plan::{PlanSpec, PlanState, Status};
 use ketama_fleet::Keys;
 
-use crate::fleet::{client, EtcdArgs};
+use crate::fleet_etcd::{client, EtcdArgs};
 
 /// `ketama fleet plan ...`.
 #[derive(Args, Debug)]
@@ -44,6 +44,11 @@ struct RunArgs {
     etcd: EtcdArgs,
     /// The plan (TOML: [[stage]] scopes, steps_bp, hold; [guards]).
     plan: Option<PathBuf>,
+    /// Judge the guards on this Prometheus server's figures (PromQL,
+    /// increase() over the interval, by the scope label of the routers'
+    /// scrape targets) instead of the routers' registrations.
+    #[arg(long, value_name = "URL")]
+    prometheus: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -113,7 +118,10 @@ fn run_plan(a: RunArgs) -> anyhow::Result<()> {
     let (c, keys) = client(&a.etcd)?;
     let mut log = |line: &str| eprintln!("{} {line}", ketama_fleet::plan::controller::now_ms());
     let plan = text.as_ref().map(|(t, f)| (t.as_str(), f.as_str()));
-    let ctl = Controller::start(&c, &keys, plan, controller_id(), &mut log)?;
+    let prometheus = a.prometheus.as_deref().map(|u| {
+        ketama_fleet::plan::prometheus::Prometheus::new(u, Duration::from_millis(a.etcd.timeout_ms))
+    });
+    let ctl = Controller::start(&c, &keys, plan, controller_id(), prometheus, &mut log)?;
     let outcome = ctl.run()?;
     let (_, state) = controller::read_plan(&c, &keys)?;
     let reason = state.and_then(|s| s.reason).unwrap_or_default();

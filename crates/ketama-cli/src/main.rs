@@ -11,6 +11,7 @@ mod args;
 mod bench;
 mod diff;
 mod fleet;
+mod fleet_etcd;
 mod fleet_plan;
 mod generate;
 mod import;

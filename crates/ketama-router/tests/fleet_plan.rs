@@ -5,211 +5,13 @@
 
 mod common;
 
-use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::caches::{cache, origin};
-use common::tls::Nginx;
+use common::plan::*;
 use common::*;
-use ketama_fleet::etcd::Client;
-use ketama_fleet::plan::PlanState;
 use ketama_fleet::testing::{EtcdCluster, EtcdServer};
-use ketama_fleet::Keys;
-
-const PREFIX: &str = "/ketama/plan/";
-
-/// The `ketama` binary next to this test's (built by `cargo test
-/// --workspace`, which builds every package's binaries before any test
-/// runs).
-fn ketama() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe.parent().unwrap().parent().unwrap().join("ketama");
-    assert!(
-        bin.exists(),
-        "{} is missing: `cargo build -p ketama-cli` (cargo test --workspace builds it)",
-        bin.display()
-    );
-    bin
-}
-
-/// The fleet: etcd URLs, the caches and origin, two routers (scopes
-/// `val1` and `ams`) reporting every 200 ms, and load through both.
-struct Fleet {
-    urls: Vec<String>,
-    _nginx: Vec<Nginx>,
-    routers: Vec<RouterProc>,
-    _dirs: Vec<tempfile::TempDir>,
-    dir: tempfile::TempDir,
-    stop: Arc<AtomicBool>,
-    sent: Arc<AtomicU64>,
-    load: Vec<std::thread::JoinHandle<u64>>,
-}
-
-impl Fleet {
-    /// `bust`: one request in five is for a key never asked before (an
-    /// origin contact every time).
-    fn start(urls: Vec<String>, bust: bool) -> Fleet {
-        Fleet::start_with(urls, &["val1", "ams"], Load { bust, keys: 150 })
-    }
-
-    fn start_with(urls: Vec<String>, scopes: &[&str], how: Load) -> Fleet {
-        let dir = tempfile::tempdir().unwrap();
-        let o = origin(dir.path());
-        let caches: Vec<Nginx> = (0..2).map(|i| cache(dir.path(), i, o.addr, true)).collect();
-        let client = etcd_client(&urls);
-        let keys = Keys::new(PREFIX);
-        let mut shared = String::from(
-            "[ring]\nlayout = \"compact\"\n\n[health]\nenabled = false\n\n[migration]\nglobal_bp = 0\n[migration.ring]\nlayout = \"compact\"\npoint_multiple = 40\n",
-        );
-        for c in &caches {
-            shared.push_str(&format!("\n[[backends]]\naddress = \"{}\"\n", c.addr));
-        }
-        client.put(&keys.config(), shared.as_bytes(), None).unwrap();
-        let mut routers = Vec::new();
-        let mut dirs = Vec::new();
-        for scope in scopes {
-            let d = tempfile::tempdir().unwrap();
-            let path = d.path().join("router.toml");
-            std::fs::write(
-                &path,
-                format!(
-                    "[server]\nlisten = [\"127.0.0.1:0\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"127.0.0.1:0\"\ntoken = \"sekret\"\n\n[control]\netcd = {urls:?}\nprefix = \"{PREFIX}\"\nscope = \"{scope}\"\nid = \"{scope}\"\nlease_ttl_s = 3\nretry_min_ms = 20\nretry_max_ms = 300\ntimeout_ms = 1000\nreport_interval_ms = 200\n"
-                ),
-            )
-            .unwrap();
-            routers.push(start_router_with(
-                &path,
-                &[],
-                Some(&d.path().join("router.log")),
-            ));
-            dirs.push(d);
-        }
-        let (stop, sent) = (
-            Arc::new(AtomicBool::new(false)),
-            Arc::new(AtomicU64::new(0)),
-        );
-        let load = routers
-            .iter()
-            .map(|r| {
-                let (proxy, stop, sent) = (r.proxy, stop.clone(), sent.clone());
-                std::thread::spawn(move || load(proxy, &stop, &sent, how))
-            })
-            .collect();
-        let mut nginx = caches;
-        nginx.push(o);
-        let f = Fleet {
-            urls,
-            _nginx: nginx,
-            routers,
-            _dirs: dirs,
-            dir,
-            stop,
-            sent,
-            load,
-        };
-        // Both routers registered with a report, and traffic flowing.
-        wait_for(Duration::from_secs(15), || {
-            ketama_fleet::registrations(&client, &keys)
-                .is_ok_and(|rs| rs.len() == scopes.len() && rs.iter().all(|r| r.report.is_some()))
-                && f.sent.load(Relaxed) > 200
-        });
-        f
-    }
-
-    fn client(&self) -> Client {
-        etcd_client(&self.urls)
-    }
-
-    fn plan_file(&self, text: &str) -> PathBuf {
-        let p = self.dir.path().join("plan.toml");
-        std::fs::write(&p, text).unwrap();
-        p
-    }
-
-    fn cli(&self, args: &[&str]) -> Command {
-        let mut c = Command::new(ketama());
-        c.args(["fleet"]).args(args);
-        c.args(["--etcd", &self.urls.join(","), "--prefix", PREFIX]);
-        c
-    }
-
-    fn state(&self) -> Option<PlanState> {
-        ketama_fleet::plan::controller::read_plan(&self.client(), &Keys::new(PREFIX))
-            .ok()
-            .and_then(|(_, s)| s)
-    }
-
-    fn rollout(&self) -> serde_json::Value {
-        let (kv, _) = self.client().get(&Keys::new(PREFIX).rollout()).unwrap();
-        kv.map_or(serde_json::Value::Null, |kv| {
-            serde_json::from_slice(&kv.value).unwrap()
-        })
-    }
-
-    /// Stops the load; every request answered 200.
-    fn stop(self) {
-        self.stop.store(true, Relaxed);
-        for l in self.load {
-            assert_eq!(l.join().unwrap(), 0, "requests failed during the plan");
-        }
-    }
-}
-
-fn etcd_client(urls: &[String]) -> Client {
-    Client::new(&ketama_fleet::etcd::Options {
-        endpoints: urls.to_vec(),
-        timeout: Duration::from_secs(2),
-        ..Default::default()
-    })
-    .unwrap()
-}
-
-/// What the load asks for.
-#[derive(Clone, Copy)]
-struct Load {
-    /// One request in five for a key never asked before.
-    bust: bool,
-    /// Keys, the low ones asked most (a square-law skew).
-    keys: u64,
-}
-
-/// Requests (see [`Load`]) until told to stop; returns how many failed.
-fn load(proxy: SocketAddr, stop: &AtomicBool, sent: &AtomicU64, how: Load) -> u64 {
-    let mut failed = 0;
-    let mut i = 0u64;
-    let mut x = proxy.port() as u64 | 1;
-    while !stop.load(Relaxed) {
-        i += 1;
-        x = x
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        let u = (x >> 11) as f64 / (1u64 << 53) as f64;
-        let path = if how.bust && i % 5 == 0 {
-            format!("/new/{proxy}/{i}")
-        } else {
-            format!("/obj/{}", (u * u * how.keys as f64) as u64)
-        };
-        match request(proxy, "GET", &path, &[], "") {
-            Ok(r) if r.status == 200 => {}
-            _ => failed += 1,
-        }
-        sent.fetch_add(1, Relaxed);
-    }
-    failed
-}
-
-fn output_text(o: &Output) -> String {
-    format!(
-        "status {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 /// The steps a controller's log says it applied, in order.
 fn applied(log: &str) -> Vec<&str> {
@@ -328,29 +130,6 @@ fn a_plan_over_its_origin_guard_rolls_back() {
         state.checks
     );
     f.stop();
-}
-
-/// Waits for the plan's state to satisfy `ok`.
-fn wait_state(f: &Fleet, limit: Duration, ok: impl Fn(&PlanState) -> bool) -> PlanState {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = f.state().filter(|s| ok(s)) {
-            return s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "state not reached: {:?}",
-            f.state()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn spawn(mut c: Command) -> Child {
-    c.stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap()
 }
 
 #[test]
@@ -554,5 +333,73 @@ fn walkthrough() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", output_text(&o));
+    f.stop();
+}
+
+#[test]
+fn a_plan_judged_on_prometheus_rolls_back_on_its_origin_guard() {
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start(vec![etcd.url()], true);
+    // The ams router's target is mislabelled: Prometheus has no series of
+    // scope "ams", so a plan that moves it is refused, naming the line.
+    let prom = prometheus(&[(f.routers[0].admin, "val1"), (f.routers[1].admin, "AMS")]);
+    let plan = f.plan_file(
+        "[[stage]]\nscopes = [\"val1\", \"ams\"]\nsteps_bp = [5000]\nhold = \"4s\"\n[guards]\ninterval = \"1s\"\nwarmup = \"1s\"\nbaseline = \"2s\"\nmin_requests = 20\nmax_origin_rps = 1\n",
+    );
+    let out = f
+        .cli(&[
+            "plan",
+            "run",
+            plan.to_str().unwrap(),
+            "--prometheus",
+            &prom.url,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("plan.toml:2: stage 1: Prometheus at") && err.contains("scope=\"ams\""),
+        "{err}"
+    );
+    let plan = f.plan_file(
+        "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [5000, 10000]\nhold = \"4s\"\n[guards]\ninterval = \"1s\"\nwarmup = \"1s\"\nbaseline = \"2s\"\nmin_requests = 20\nmax_origin_rps = 1\nfailures_to_rollback = 2\n",
+    );
+    let out = f
+        .cli(&[
+            "plan",
+            "run",
+            plan.to_str().unwrap(),
+            "--prometheus",
+            &prom.url,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        log.contains("baseline from Prometheus over the last 2000 ms"),
+        "{log}"
+    );
+    assert!(log.contains("above max_origin_rps 1"), "{log}");
+    let state = f.state().unwrap();
+    assert_eq!(state.status.name(), "rolled_back");
+    let fails: Vec<_> = state
+        .checks
+        .iter()
+        .filter(|c| c.verdict == "fail")
+        .collect();
+    assert_eq!(fails.len(), 2, "{:?}", state.checks);
+    // One request in five is a new key: Prometheus saw origin traffic.
+    assert!(
+        fails
+            .iter()
+            .all(|c| c.figures.origin_rps > 1.0 && c.figures.requests > 20),
+        "{fails:?}"
+    );
+    assert_eq!(
+        f.rollout(),
+        serde_json::json!({"global_bp": 0, "scopes": {}})
+    );
     f.stop();
 }

@@ -800,7 +800,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet__subcmd__plan__subcmd__run)
-            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --help"
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --prometheus --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -835,6 +835,10 @@ _ketama() {
                     return 0
                     ;;
                 --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prometheus)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -846,7 +850,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet__subcmd__plan__subcmd__status)
-            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --json --help"
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --json --chart --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -881,6 +885,10 @@ _ketama() {
                     return 0
                     ;;
                 --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --chart)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod controller;
 pub mod guards;
+pub mod prometheus;
 pub mod spec;
 
 pub use spec::{Guards, OnFailure, PlanError, PlanSpec, Stage};

@@ -334,6 +334,29 @@ impl PlanSpec {
         Ok(PlanSpec { stages, guards })
     }
 
+    /// With `--prometheus`: every named scope has cache counters there
+    /// (`with_series`: the `scope` label values Prometheus holds).
+    pub fn check_prometheus(
+        &self,
+        text: &str,
+        file: &str,
+        url: &str,
+        with_series: &[String],
+    ) -> Result<(), PlanError> {
+        for (i, s) in self.stages.iter().enumerate() {
+            for sc in s.scopes.iter().filter(|s| *s != "*") {
+                if !with_series.contains(sc) {
+                    return Err(PlanError {
+                        file: file.to_string(),
+                        line: line_of(text, Some(i), "scopes"),
+                        message: format!("stage {}: Prometheus at {url} has no ketama_cache_responses_total series with scope=\"{sc}\": label each router's scrape target with its scope (labels: {{scope: {sc}}})", i + 1),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// What the fleet must have for this plan: every named scope with a
     /// registered router, every router reporting, at most as often as the
     /// guards check. `registered` is each router's (scope, report
@@ -343,6 +366,7 @@ impl PlanSpec {
         text: &str,
         file: &str,
         registered: &[(Option<String>, Option<u64>)],
+        needs_reports: bool,
     ) -> Result<(), PlanError> {
         let err = |line, message| PlanError {
             file: file.to_string(),
@@ -358,6 +382,9 @@ impl PlanSpec {
                     ));
                 }
             }
+        }
+        if !needs_reports {
+            return Ok(());
         }
         if registered.iter().any(|(_, every)| every.is_none()) {
             return Err(err(

@@ -19,6 +19,7 @@ pub mod dns;
 pub mod echo;
 pub mod fleet;
 pub mod page;
+pub mod plan;
 pub mod tls;
 
 /// A port free now for peers other than the router (nginx, HAProxy),

@@ -1,0 +1,136 @@
+//! The guards' figures from a Prometheus server instead of the routers'
+//! registrations (`ketama fleet plan run --prometheus URL`): the same
+//! families, `increase()` over the window, summed by the `scope` label the
+//! routers' scrape targets carry (a router's scope is not in its own
+//! metrics: give each target `labels: {scope: ams}` in the scrape
+//! config).
+//!
+//! Two instant queries per check:
+//! `sum by (scope, ring, moved, result) (increase(ketama_cache_responses_total[W]))`
+//! and `sum by (scope, ring, class) (increase(ketama_ring_responses_total[W]))`;
+//! their samples become one [`Delta`] per scope, judged as the
+//! registrations' are.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::guards::Delta;
+use crate::report::RingCounts;
+
+/// A Prometheus server's HTTP API.
+pub struct Prometheus {
+    url: String,
+    agent: ureq::Agent,
+}
+
+/// A sample: its labels and value.
+type Sample = (BTreeMap<String, String>, f64);
+
+impl Prometheus {
+    /// The server at `url` (`http://host:9090`).
+    pub fn new(url: &str, timeout: Duration) -> Prometheus {
+        Prometheus {
+            url: url.trim_end_matches('/').to_string(),
+            agent: ureq::AgentBuilder::new().timeout(timeout).build(),
+        }
+    }
+
+    /// Its URL.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// One instant query's vector.
+    pub fn query(&self, q: &str) -> Result<Vec<Sample>, String> {
+        let url = format!("{}/api/v1/query", self.url);
+        let text = self
+            .agent
+            .get(&url)
+            .query("query", q)
+            .call()
+            .map_err(|e| format!("Prometheus at {}: {e}", self.url))?
+            .into_string()
+            .map_err(|e| format!("Prometheus at {}: {e}", self.url))?;
+        let body: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("Prometheus at {}: not its API's JSON: {e}", self.url))?;
+        if body["status"] != "success" {
+            return Err(format!(
+                "Prometheus at {} refused {q:?}: {}",
+                self.url, body["error"]
+            ));
+        }
+        let result = body["data"]["result"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        Ok(result
+            .iter()
+            .map(|s| {
+                let labels = s["metric"]
+                    .as_object()
+                    .map(|m| {
+                        m.iter()
+                            .map(|(k, v)| (k.clone(), v.as_str().unwrap_or("").to_string()))
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                let value = s["value"][1]
+                    .as_str()
+                    .and_then(|v| v.parse::<f64>().ok())
+                    .unwrap_or(0.0);
+                (labels, value)
+            })
+            .collect())
+    }
+
+    /// Scopes with cache counters, as the `scope` label names them.
+    pub fn scopes(&self) -> Result<Vec<String>, String> {
+        let s = self.query("count by (scope) (ketama_cache_responses_total)")?;
+        Ok(s.into_iter()
+            .filter_map(|(l, _)| l.get("scope").cloned())
+            .collect())
+    }
+
+    /// The counters' increase over the last `window`, one [`Delta`] per
+    /// scope (series without a `scope` label: scope `""`).
+    pub fn deltas(&self, window: Duration) -> Result<Vec<Delta>, String> {
+        let w = window.as_millis().max(1);
+        let cache = self.query(&format!(
+            "sum by (scope, ring, moved, result) (increase(ketama_cache_responses_total[{w}ms]))"
+        ))?;
+        let classes = self.query(&format!(
+            "sum by (scope, ring, class) (increase(ketama_ring_responses_total[{w}ms]))"
+        ))?;
+        let mut by_scope: BTreeMap<String, BTreeMap<String, RingCounts>> = BTreeMap::new();
+        let label = |l: &BTreeMap<String, String>, k: &str| l.get(k).cloned().unwrap_or_default();
+        for (l, v) in &cache {
+            let ring = by_scope
+                .entry(label(l, "scope"))
+                .or_default()
+                .entry(label(l, "ring"))
+                .or_default();
+            let side = if label(l, "moved") == "true" {
+                &mut ring.moved
+            } else {
+                &mut ring.unmoved
+            };
+            *side.entry(label(l, "result")).or_default() += v.round() as u64;
+        }
+        for (l, v) in &classes {
+            let ring = by_scope
+                .entry(label(l, "scope"))
+                .or_default()
+                .entry(label(l, "ring"))
+                .or_default();
+            *ring.classes.entry(label(l, "class")).or_default() += v.round() as u64;
+        }
+        Ok(by_scope
+            .into_iter()
+            .map(|(scope, rings)| Delta {
+                scope,
+                rings,
+                seconds: window.as_secs_f64(),
+            })
+            .collect())
+    }
+}
