@@ -33,6 +33,9 @@
 //!
 //! Cost: one pass over the header's bytes, no allocation.
 
+/// How many results there are (counters are arrays of this length).
+pub const RESULTS: usize = 7;
+
 /// What one response says about the backend's cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum CacheResult {
@@ -44,6 +47,10 @@ pub enum CacheResult {
     Stale,
     /// The cache did not take part (it sent the request on unchanged).
     Bypass,
+    /// The backend's cache did not have it, but a cache on the way did
+    /// (an earlier `Cache-Status` member is a hit: a peer, such as the
+    /// key's previous owner): not an origin fetch.
+    Peer,
     /// The header said something else (or could not be read).
     Other,
     /// No such header.
@@ -52,11 +59,12 @@ pub enum CacheResult {
 
 impl CacheResult {
     /// Every result, in the order counters index them.
-    pub const ALL: [CacheResult; 6] = [
+    pub const ALL: [CacheResult; RESULTS] = [
         CacheResult::Hit,
         CacheResult::Miss,
         CacheResult::Stale,
         CacheResult::Bypass,
+        CacheResult::Peer,
         CacheResult::Other,
         CacheResult::None,
     ];
@@ -68,6 +76,7 @@ impl CacheResult {
             CacheResult::Miss => "miss",
             CacheResult::Stale => "stale",
             CacheResult::Bypass => "bypass",
+            CacheResult::Peer => "peer",
             CacheResult::Other => "other",
             CacheResult::None => "none",
         }
@@ -194,16 +203,20 @@ enum Fwd {
 }
 
 fn rfc9211<'a>(lines: impl Iterator<Item = &'a [u8]>) -> CacheResult {
-    let mut last = None;
+    let (mut last, mut earlier_hit) = (None, false);
     for line in lines {
         match parse_list(line) {
-            Ok(Some(m)) => last = Some(m),
+            Ok(Some((m, before))) => {
+                earlier_hit |= before || last.is_some_and(|l: Member| l.hit);
+                last = Some(m);
+            }
             Ok(None) => {}
             Err(()) => return CacheResult::Other,
         }
     }
     match last {
         Some(Member { hit: true, .. }) => CacheResult::Hit,
+        Some(_) if earlier_hit => CacheResult::Peer,
         Some(Member { fwd: Some(f), .. }) => match f {
             Fwd::Stale => CacheResult::Stale,
             Fwd::Bypass => CacheResult::Bypass,
@@ -245,13 +258,15 @@ fn is_tchar(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~:/".contains(&b)
 }
 
-/// The line's last member, `None` for an empty line; `Err` when it is not
-/// a valid list.
-fn parse_list(line: &[u8]) -> Result<Option<Member>, ()> {
+/// The line's last member and whether a member before it was a hit;
+/// `None` for an empty line; `Err` when it is not a valid list.
+fn parse_list(line: &[u8]) -> Result<Option<(Member, bool)>, ()> {
     let mut r = Reader { s: line, at: 0 };
     r.skip(|b| b == b' ');
-    let mut last = None;
+    let mut last: Option<Member> = None;
+    let mut earlier_hit = false;
     while r.peek().is_some() {
+        earlier_hit |= last.is_some_and(|m| m.hit);
         last = Some(parse_member(&mut r)?);
         r.skip(is_ows);
         match r.peek() {
@@ -266,7 +281,7 @@ fn parse_list(line: &[u8]) -> Result<Option<Member>, ()> {
             Some(_) => return Err(()),
         }
     }
-    Ok(last)
+    Ok(last.map(|m| (m, earlier_hit)))
 }
 
 /// An item or inner list, and its parameters.
@@ -440,7 +455,9 @@ mod tests {
         );
         assert_eq!(rfc("ExampleCache; fwd=bypass"), CacheResult::Bypass);
         assert_eq!(rfc("ExampleCache; stored"), CacheResult::Other);
-        assert_eq!(rfc("Origin; hit, Edge; fwd=miss"), CacheResult::Miss);
+        assert_eq!(rfc("Origin; hit, Edge; fwd=miss"), CacheResult::Peer);
+        assert_eq!(rfc("Origin; fwd=miss, Edge; fwd=miss"), CacheResult::Miss);
+        assert_eq!(rfc("Peer; hit, Edge; fwd=stale"), CacheResult::Peer);
         assert_eq!(
             rfc("Origin; fwd=miss, \"Edge cache\"; hit; ttl=30"),
             CacheResult::Hit
@@ -453,6 +470,10 @@ mod tests {
         let r = CacheRules::default();
         assert_eq!(
             r.classify([&b"A; hit"[..], b"B; fwd=miss"]),
+            CacheResult::Peer
+        );
+        assert_eq!(
+            r.classify([&b"A; fwd=miss"[..], b"B; fwd=miss"]),
             CacheResult::Miss
         );
         assert_eq!(r.classify([&b"A; fwd=miss"[..], b""]), CacheResult::Miss);

@@ -442,6 +442,10 @@ pub struct MigrationSection {
     pub scopes: HashMap<String, u32>,
     /// This router's scope.
     pub scope: Option<String>,
+    /// A request header telling a key's new owner its previous one (the
+    /// old ring's first eligible backend, as configured), on requests the
+    /// new ring routes elsewhere; off when absent.
+    pub previous_owner_header: Option<String>,
 }
 
 /// `[health]`.

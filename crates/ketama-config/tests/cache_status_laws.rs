@@ -1,6 +1,7 @@
 //! The `Cache-Status` reader against a second one: the `sfv` crate's RFC
 //! 8941 list parser, whose last member's `hit` and `fwd` parameters give
-//! the expected result (invalid lists: `other`). Members are generated
+//! the expected result (an earlier member's hit: `peer`; invalid lists:
+//! `other`). Members are generated
 //! from the grammar (items and inner lists of every bare-item type, with
 //! parameters), then sometimes damaged; arbitrary bytes must not panic.
 
@@ -19,19 +20,27 @@ fn oracle(line: &str) -> CacheResult {
     let Some(last) = list.last() else {
         return CacheResult::Other;
     };
-    let params = match last {
-        ListEntry::Item(i) => &i.params,
-        ListEntry::InnerList(l) => &l.params,
+    let params = |e: &ListEntry| match e {
+        ListEntry::Item(i) => i.params.clone(),
+        ListEntry::InnerList(l) => l.params.clone(),
     };
-    let get = |k: &str| {
-        params
+    let hit = |e: &ListEntry| {
+        params(e)
             .iter()
+            .any(|(k, v)| k.as_str() == "hit" && matches!(v, BareItem::Boolean(true)))
+    };
+    if hit(last) {
+        return CacheResult::Hit;
+    }
+    if list[..list.len() - 1].iter().any(hit) {
+        return CacheResult::Peer;
+    }
+    let last = params(last);
+    let get = |k: &str| {
+        last.iter()
             .find(|(key, _)| key.as_str() == k)
             .map(|(_, v)| v)
     };
-    if matches!(get("hit"), Some(BareItem::Boolean(true))) {
-        return CacheResult::Hit;
-    }
     match get("fwd") {
         Some(BareItem::Token(t)) if t.as_str() == "stale" => CacheResult::Stale,
         Some(BareItem::Token(t)) if t.as_str() == "bypass" => CacheResult::Bypass,

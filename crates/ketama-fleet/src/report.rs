@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 /// Cache results in counter order.
-pub const RESULTS: [&str; 6] = ["hit", "miss", "stale", "bypass", "other", "none"];
+pub const RESULTS: [&str; 7] = ["hit", "miss", "stale", "bypass", "peer", "other", "none"];
 
 /// Results that cost the origin a request.
 pub const ORIGIN_RESULTS: [&str; 3] = ["miss", "stale", "bypass"];

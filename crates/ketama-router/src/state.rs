@@ -126,6 +126,8 @@ pub struct RoutingState {
     pub upstream_tls: Arc<UpstreamTls>,
     /// How a response's cache result is read (`[cache_status]`).
     pub cache: ketama_config::cache_status::CacheRules,
+    /// `[migration] previous_owner_header`, lower case.
+    pub previous_owner_header: Option<http::HeaderName>,
     /// Each ring's keys per backend, computed on first use (the admin
     /// page); a state's rings never change.
     shares: std::sync::OnceLock<Vec<Vec<u64>>>,
@@ -305,6 +307,15 @@ impl RoutingState {
                 .collect(),
         });
         let cache = v.config.cache_status.rules();
+        let previous_owner_header = match v
+            .config
+            .migration
+            .as_ref()
+            .and_then(|m| m.previous_owner_header.as_deref())
+        {
+            Some(h) => Some(header(h, "migration.previous_owner_header")?),
+            None => None,
+        };
         Ok(RoutingState {
             plan,
             backends,
@@ -315,6 +326,7 @@ impl RoutingState {
             tls,
             upstream_tls,
             cache,
+            previous_owner_header,
             shares: std::sync::OnceLock::new(),
         })
     }

@@ -106,6 +106,7 @@ fn a_plan_over_its_origin_guard_rolls_back() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
     let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stderr}");
     assert!(
         stderr.contains("origin requests/s") && stderr.contains("max_origin_rps 1"),
         "{stderr}"

@@ -119,6 +119,17 @@ pub(super) fn cache_status(config: &Config, file: &str) -> Result<(), ConfigErro
             && v.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
     };
+    let hint = config
+        .migration
+        .as_ref()
+        .and_then(|m| m.previous_owner_header.as_deref());
+    if let Some(h) = hint.filter(|h| !token(h)) {
+        return Err(err(
+            file,
+            "migration.previous_owner_header",
+            format!("{h:?} is not a header name: e.g. \"x-ketama-previous-owner\""),
+        ));
+    }
     if !token(&c.header) {
         return Err(err(
             file,

@@ -7,7 +7,7 @@
 //! `duration_ms` (head's first byte to the response's last byte),
 //! `backend` (as configured; empty when none), `ring` (`only`, `old`,
 //! `new`; empty when no route was made), `cache` (what the backend's cache
-//! said: `hit`, `miss`, `stale`, `bypass`, `other`, `none`; empty when no
+//! said: `hit`, `miss`, `stale`, `bypass`, `peer`, `other`, `none`; empty when no
 //! backend answered; see `[cache_status]`), `attempts`, `upstream_ms` (the
 //! final attempt: request head sent to the backend's last byte; `null`
 //! when no attempt sent one), `spilled` (full backends passed over),

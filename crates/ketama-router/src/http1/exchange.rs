@@ -269,7 +269,12 @@ enum Tried {
 }
 
 /// Writes the request head for `backend` into `out`.
-fn request_head(c: &Conn, forwarded: bool, out: &mut Vec<u8>) {
+fn request_head(
+    c: &Conn,
+    forwarded: bool,
+    hint: Option<(&[u8], Option<&[u8]>)>,
+    out: &mut Vec<u8>,
+) {
     let req = Request {
         head: &c.head,
         buf: &c.buf,
@@ -290,6 +295,7 @@ fn request_head(c: &Conn, forwarded: bool, out: &mut Vec<u8>) {
         chunked: c.head.chunked,
         websocket: forward::is_websocket(&c.head, &c.buf),
         forwarded: forwarded.then_some((c.peer, c.tls)),
+        hint,
     };
     forward::request_head(&c.head, &c.buf, &nominated, &fwd, out);
 }
@@ -314,7 +320,15 @@ async fn attempt(
         reused,
     };
     let mut out = buffers::take();
-    request_head(c, server.forwarded_headers, &mut out);
+    let told = crate::policy::route::previous_owner_hint(state, t.route.as_ref(), t.previous, n);
+    let hint = state
+        .previous_owner_header
+        .as_ref()
+        .map(|h| (h.as_str().as_bytes(), told.map(str::as_bytes)));
+    if told.is_some() {
+        e.metrics.previous_owner_hint();
+    }
+    request_head(c, server.forwarded_headers, hint, &mut out);
     t.head_sent = Some(Instant::now());
     let sent = relay::send_request(c, &mut up, body, &out, server, limits.write_timeout).await;
     buffers::give(out);

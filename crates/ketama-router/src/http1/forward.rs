@@ -112,6 +112,9 @@ pub struct Upstream<'a> {
     pub websocket: bool,
     /// `X-Forwarded-For`'s last hop and `X-Forwarded-Proto`, when on.
     pub forwarded: Option<(Option<std::net::IpAddr>, bool)>,
+    /// `[migration] previous_owner_header` (the client's lines of it are
+    /// dropped) and, when the backend gets one, its value.
+    pub hint: Option<(&'a [u8], Option<&'a [u8]>)>,
 }
 
 /// Whether the request asks for a WebSocket upgrade Pingora forwarded:
@@ -157,6 +160,9 @@ pub fn request_head(
         if up.host.is_some() && name.eq_ignore_ascii_case(b"host") {
             continue;
         }
+        if up.hint.is_some_and(|(h, _)| name.eq_ignore_ascii_case(h)) {
+            continue;
+        }
         out.extend_from_slice(name);
         out.extend_from_slice(b": ");
         out.extend_from_slice(h.value.of(buf));
@@ -172,6 +178,12 @@ pub fn request_head(
     }
     if up.websocket {
         out.extend_from_slice(b"Connection: Upgrade\r\nUpgrade: websocket\r\n");
+    }
+    if let Some((name, Some(value))) = up.hint {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
     }
     if let Some((ip, tls)) = up.forwarded {
         if let Some(ip) = ip {

@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use ketama::Version;
-use ketama_config::cache_status::CacheResult;
+use ketama_config::cache_status::{CacheResult, RESULTS as R};
 
 use super::family_head;
 
@@ -32,7 +32,7 @@ pub const TICK: Duration = Duration::from_secs(5);
 /// How long totals are kept (the page charts the last ten minutes).
 pub const KEPT: Duration = Duration::from_secs(600);
 
-type Grid = [[[AtomicU64; 6]; 2]; 3];
+type Grid = [[[AtomicU64; R]; 2]; 3];
 
 /// The cache counters; see the [module docs](self).
 #[derive(Debug, Default)]
@@ -45,7 +45,7 @@ pub struct CacheCounters {
 
 /// Response counts by ring, moved and result, at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Totals(pub [[[u64; 6]; 2]; 3]);
+pub struct Totals(pub [[[u64; R]; 2]; 3]);
 
 impl Totals {
     /// `self - earlier`, per cell.
@@ -63,20 +63,20 @@ impl Totals {
 
     /// One ring's counts per result (moved and not, together), in
     /// [`CacheResult::ALL`] order.
-    pub fn ring(&self, v: Version) -> [u64; 6] {
+    pub fn ring(&self, v: Version) -> [u64; R] {
         let r = &self.0[v as usize];
         std::array::from_fn(|i| r[0][i] + r[1][i])
     }
 
     /// One ring's counts per result for moved (`true`) or unmoved keys.
-    pub fn ring_moved(&self, v: Version, moved: bool) -> [u64; 6] {
+    pub fn ring_moved(&self, v: Version, moved: bool) -> [u64; R] {
         self.0[v as usize][moved as usize]
     }
 }
 
 /// Hits over the responses that said hit or went to the origin (`none`
 /// and `other` say nothing of the cache); `None` without any.
-pub fn hit_ratio(counts: &[u64; 6]) -> Option<f64> {
+pub fn hit_ratio(counts: &[u64; R]) -> Option<f64> {
     let hits = counts[CacheResult::Hit.index()];
     let origin: u64 = CacheResult::ALL
         .iter()
@@ -164,7 +164,7 @@ impl CacheCounters {
     /// `ketama_ring_responses_total`.
     pub fn render(&self, out: &mut String, openmetrics: bool) {
         for (name, grid, help) in [
-            ("ketama_cache_responses", &self.responses, "Responses from backends by the ring version that routed them, whether their key moved (the new ring chose another backend than the old ring's choice), and the cache result their cache-status header gave (hit, miss, stale, bypass, other, none)"),
+            ("ketama_cache_responses", &self.responses, "Responses from backends by the ring version that routed them, whether their key moved (the new ring chose another backend than the old ring's choice), and the cache result their cache-status header gave (hit, miss, stale, bypass, peer, other, none)"),
             ("ketama_cache_response_bytes", &self.bytes, "Response body bytes sent to clients, by ring, moved and cache result, as ketama_cache_responses_total"),
         ] {
             family_head(out, name, "counter", help, openmetrics);
@@ -208,11 +208,11 @@ impl CacheCounters {
 /// `report`): per ring with any count, unmoved and moved responses and
 /// bytes by result, and answers by class.
 pub fn report(c: &CacheCounters, interval: Duration) -> ketama_fleet::Report {
-    let named = |names: &[&str], n: [u64; 6]| {
+    let named = |names: &[&str], n: &[u64]| {
         names
             .iter()
             .zip(n)
-            .map(|(k, v)| (k.to_string(), v))
+            .map(|(k, v)| (k.to_string(), *v))
             .collect()
     };
     let results = CacheResult::ALL.map(CacheResult::name);
@@ -231,11 +231,11 @@ pub fn report(c: &CacheCounters, interval: Duration) -> ketama_fleet::Report {
         rings.insert(
             v.name().to_string(),
             ketama_fleet::RingCounts {
-                unmoved: named(&results, counts[0]),
-                moved: named(&results, counts[1]),
-                bytes_unmoved: named(&results, load(&c.bytes, r, 0)),
-                bytes_moved: named(&results, load(&c.bytes, r, 1)),
-                classes: named(&CLASSES, classes),
+                unmoved: named(&results, &counts[0]),
+                moved: named(&results, &counts[1]),
+                bytes_unmoved: named(&results, &load(&c.bytes, r, 0)),
+                bytes_moved: named(&results, &load(&c.bytes, r, 1)),
+                classes: named(&CLASSES, &classes),
             },
         );
     }
@@ -276,7 +276,7 @@ pub fn status_json(c: &CacheCounters, header: &str, current: &[Version]) -> serd
     let now = Instant::now();
     let (window, took) = c.over(Duration::from_secs(60), now);
     let all = c.totals();
-    let counts = |n: &[u64; 6]| {
+    let counts = |n: &[u64; R]| {
         let mut m: Map<String, Value> = CacheResult::ALL
             .iter()
             .map(|r| (r.name().to_string(), json!(n[r.index()])))
@@ -326,13 +326,13 @@ mod tests {
         c.response(Version::New, false, CacheResult::Hit, 5);
         let (w, took) = c.over(Duration::from_secs(5), t0 + TICK * 2);
         assert_eq!(took, TICK);
-        assert_eq!(w.ring(Version::New), [1, 0, 0, 0, 0, 0]);
+        assert_eq!(w.ring(Version::New), [1, 0, 0, 0, 0, 0, 0]);
         let (w, took) = c.over(Duration::from_secs(60), t0 + TICK * 2);
         assert_eq!(took, TICK * 2);
-        assert_eq!(w.ring(Version::New), [2, 0, 0, 0, 0, 0]);
-        assert_eq!(w.ring_moved(Version::New, true), [1, 0, 0, 0, 0, 0]);
+        assert_eq!(w.ring(Version::New), [2, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(w.ring_moved(Version::New, true), [1, 0, 0, 0, 0, 0, 0]);
         let all = c.totals();
-        assert_eq!(all.ring(Version::New), [2, 1, 0, 0, 0, 0]);
+        assert_eq!(all.ring(Version::New), [2, 1, 0, 0, 0, 0, 0]);
         assert_eq!(hit_ratio(&all.ring(Version::New)), Some(2.0 / 3.0));
         assert_eq!(hit_ratio(&all.ring(Version::Only)), None);
         let mut text = String::new();

@@ -56,7 +56,7 @@ pub struct BackendMetrics {
     upstream: Histogram,
     spills: AtomicU64,
     /// Responses by cache result, in `CacheResult::ALL` order.
-    cache: [AtomicU64; 6],
+    cache: [AtomicU64; ketama_config::cache_status::RESULTS],
 }
 
 impl BackendMetrics {
@@ -87,7 +87,7 @@ impl BackendMetrics {
     }
 
     /// Responses by cache result, in `CacheResult::ALL` order.
-    pub fn cache_results(&self) -> [u64; 6] {
+    pub fn cache_results(&self) -> [u64; ketama_config::cache_status::RESULTS] {
         self.cache.each_ref().map(|c| c.load(Relaxed))
     }
 
@@ -226,7 +226,7 @@ fn render_backends(
         out,
         "ketama_backend_cache_responses",
         "counter",
-        "Responses by backend and the cache result their cache-status header gave (hit, miss, stale, bypass, other, none)",
+        "Responses by backend and the cache result their cache-status header gave (hit, miss, stale, bypass, peer, other, none)",
         openmetrics,
     );
     let results =
@@ -266,6 +266,7 @@ pub struct Metrics {
     upstream_errors: Family<Labels, Counter>,
     resolutions: Family<Labels, Counter>,
     control_rejected: Counter,
+    previous_owner_hints: Counter,
     tls_failures: [Counter; 4],
     /// Client connections open now, counted by the connection guard.
     connections: AtomicUsize,
@@ -316,6 +317,12 @@ impl Default for Metrics {
             "Values of the etcd config or rollout key this router refused",
             control_rejected.clone(),
         );
+        let previous_owner_hints = Counter::default();
+        registry.register(
+            "ketama_previous_owner_hints",
+            "Requests sent to a key's new owner with [migration] previous_owner_header naming its previous one",
+            previous_owner_hints.clone(),
+        );
         let tls_family = Family::<Labels, Counter>::default();
         registry.register(
             "ketama_tls_handshake_failures",
@@ -335,6 +342,7 @@ impl Default for Metrics {
             upstream_errors,
             resolutions,
             control_rejected,
+            previous_owner_hints,
             cache: cache::CacheCounters::default(),
         }
     }
@@ -372,6 +380,11 @@ impl Metrics {
     /// Reloads (done, rejected) so far.
     pub fn reloads(&self) -> (u64, u64) {
         (self.reloads[0].get(), self.reloads[1].get())
+    }
+
+    /// Counts a request that told its backend the key's previous owner.
+    pub fn previous_owner_hint(&self) {
+        self.previous_owner_hints.inc();
     }
 
     /// Counts a value of an etcd key the router refused.

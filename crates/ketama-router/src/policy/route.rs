@@ -143,6 +143,21 @@ pub fn previous_owner(
     table.next_where(&mut old, |n| state.backends[n].health.is_healthy())
 }
 
+/// The previous owner's address to tell `node` (`[migration]
+/// previous_owner_header`): on a request the new ring routes, when the old
+/// ring's first eligible backend (`previous`) is another one.
+pub fn previous_owner_hint<'s>(
+    state: &'s RoutingState,
+    route: Option<&Route>,
+    previous: Option<usize>,
+    node: usize,
+) -> Option<&'s str> {
+    state.previous_owner_header.as_ref()?;
+    let p = previous.filter(|&p| p != node)?;
+    route.filter(|r| r.version() == Version::New)?;
+    Some(&state.backends[p].server)
+}
+
 /// Whether a request's key moved: the new ring routed it, to `backend`,
 /// and the old ring would have sent it elsewhere (`previous`, from
 /// [`previous_owner`]).

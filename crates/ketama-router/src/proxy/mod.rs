@@ -326,6 +326,21 @@ impl ProxyHttp for Router {
                     bytes::Bytes::copy_from_slice(&sent.forward),
                 ));
         }
+        if let (Some(state), Some(n)) = (&ctx.state, ctx.backend) {
+            if let Some(name) = &state.previous_owner_header {
+                upstream.remove_header(name);
+                let told = crate::policy::route::previous_owner_hint(
+                    state,
+                    ctx.route.as_ref(),
+                    ctx.previous,
+                    n,
+                );
+                if let Some(addr) = told {
+                    upstream.insert_header(name.clone(), addr)?;
+                    self.metrics.previous_owner_hint();
+                }
+            }
+        }
         let on = ctx
             .state
             .as_ref()
