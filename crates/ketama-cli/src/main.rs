@@ -16,6 +16,7 @@ mod fleet_plan;
 mod generate;
 mod import;
 mod migrate_plan;
+mod migrate_sim;
 mod plot;
 mod plot_plan;
 mod recommend;

@@ -19,6 +19,8 @@ pub struct MigratePlanArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    #[command(flatten)]
+    sim: crate::migrate_sim::SimArgs,
 }
 
 pub fn run(args: MigratePlanArgs) -> anyhow::Result<()> {
@@ -30,6 +32,10 @@ pub fn run(args: MigratePlanArgs) -> anyhow::Result<()> {
         steps.push(bp as u16);
     }
     let (from, to) = args.rings.load()?;
+    if args.sim.simulate {
+        let steps: Vec<u32> = steps.iter().map(|&b| b as u32).collect();
+        return crate::migrate_sim::run(&args.sim, &from, &to, &steps, args.json);
+    }
     // Across key hashes the moved share is estimated from sampled keys, as
     // `ketama diff` does (and says so).
     let (plan, sampled) = match analysis::migration_plan(&from, &to, &steps) {

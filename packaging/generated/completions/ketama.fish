@@ -116,7 +116,22 @@ complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-key-ha
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l steps -d 'Rollout steps in basis points, comma-separated' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l trace -d 'Keys, one per line (what follows a tab is ignored), in order' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l objects -d 'Synthetic workload: distinct objects' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l zipf -d 'Synthetic workload: Zipf exponent' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l requests -d 'Synthetic workload: requests' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l seed -d 'Synthetic workload: seed' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l object-size -d 'Every object\'s size in bytes (then --cache-bytes sizes caches)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l cache-objects -d 'Objects each server\'s cache holds' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l cache-bytes -d 'Bytes each server\'s cache holds (with --object-size)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l warmup -d 'Requests served by the old ring first, not counted' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l requests-per-step -d 'Requests each step serves (the last step: the rest)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l window -d 'Requests per window of the origin series' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l max-origin-factor -d 'Find the fewest steps from the ladder 1, 2, 5, 10, 25, 50, 100% whose peak window stays under X times the steady state' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l json -d 'Print one JSON object'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l simulate -d 'Simulate every server\'s cache through the schedule'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l cache-by-weight -d 'Caches in proportion to the servers\' weights (the mean weight gets the size given)'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l fill-from-previous -d 'A moved key\'s miss looks in its previous owner\'s cache first'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash) or haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32)' -r

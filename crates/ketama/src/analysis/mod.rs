@@ -44,6 +44,7 @@
 //! hands a point (and its arc) to the tie winner, which adds error the
 //! formula does not see once `P` reaches the tens of millions.
 
+pub mod cache_sim;
 mod diff;
 mod recommend;
 mod shares;

@@ -1,0 +1,254 @@
+//! `ketama migrate-plan --simulate`: the schedule's cost to the origin,
+//! from a cache simulation of every server (`ketama::analysis::cache_sim`),
+//! on a trace or a synthetic Zipf workload; and with `--max-origin-factor`
+//! the fewest steps whose peak stays under a multiple of the steady state.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context as _};
+use clap::Args;
+use ketama::analysis::cache_sim::{self, CacheSize, SimReport, SimSettings};
+use ketama::Ring;
+use serde_json::json;
+
+/// The simulation's options (with `--simulate`).
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Simulate every server's cache through the schedule.
+    #[arg(long)]
+    pub simulate: bool,
+    /// Keys, one per line (what follows a tab is ignored), in order.
+    #[arg(long, value_name = "FILE")]
+    trace: Option<PathBuf>,
+    /// Synthetic workload: distinct objects.
+    #[arg(long, default_value_t = 100_000)]
+    objects: u32,
+    /// Synthetic workload: Zipf exponent.
+    #[arg(long, default_value_t = 0.9)]
+    zipf: f64,
+    /// Synthetic workload: requests.
+    #[arg(long, default_value_t = 1_000_000)]
+    requests: u64,
+    /// Synthetic workload: seed.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Every object's size in bytes (then --cache-bytes sizes caches).
+    #[arg(long)]
+    object_size: Option<u64>,
+    /// Objects each server's cache holds.
+    #[arg(long, conflicts_with = "cache_bytes")]
+    cache_objects: Option<u64>,
+    /// Bytes each server's cache holds (with --object-size).
+    #[arg(long, requires = "object_size")]
+    cache_bytes: Option<u64>,
+    /// Caches in proportion to the servers' weights (the mean weight gets
+    /// the size given).
+    #[arg(long)]
+    cache_by_weight: bool,
+    /// Requests served by the old ring first, not counted.
+    #[arg(long, default_value_t = 0)]
+    warmup: u64,
+    /// Requests each step serves (the last step: the rest).
+    #[arg(long)]
+    requests_per_step: Option<u64>,
+    /// Requests per window of the origin series.
+    #[arg(long, default_value_t = 10_000)]
+    window: u64,
+    /// A moved key's miss looks in its previous owner's cache first.
+    #[arg(long)]
+    fill_from_previous: bool,
+    /// Find the fewest steps from the ladder 1, 2, 5, 10, 25, 50, 100%
+    /// whose peak window stays under X times the steady state.
+    #[arg(long, value_name = "X")]
+    max_origin_factor: Option<f64>,
+}
+
+/// The keys of the workload, in order.
+fn workload(a: &SimArgs) -> anyhow::Result<Vec<Vec<u8>>> {
+    if let Some(path) = &a.trace {
+        let text = std::fs::read(path)
+            .with_context(|| format!("--trace {}: cannot read", path.display()))?;
+        let keys: Vec<Vec<u8>> = text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .map(|l| l.split(|&b| b == b'\t').next().unwrap_or(l).to_vec())
+            .collect();
+        if keys.is_empty() {
+            bail!("--trace {}: no keys (one per line)", path.display());
+        }
+        return Ok(keys);
+    }
+    if a.objects == 0 || !(a.zipf.is_finite() && a.zipf >= 0.0) {
+        bail!("--objects must be at least 1 and --zipf a number of 0 or more (0.9 is typical of web objects)");
+    }
+    let names: Vec<Vec<u8>> = (0..a.objects)
+        .map(|i| format!("/obj/{i}").into_bytes())
+        .collect();
+    Ok(cache_sim::zipf_ranks(a.objects, a.zipf, a.requests, a.seed)
+        .into_iter()
+        .map(|r| names[r as usize].clone())
+        .collect())
+}
+
+fn settings(a: &SimArgs, steps: &[u32], total: u64) -> anyhow::Result<SimSettings> {
+    let size = match (a.cache_objects, a.cache_bytes) {
+        (Some(n), None) => n,
+        (None, Some(b)) => b,
+        _ => bail!("--simulate needs --cache-objects N (or --cache-bytes B with --object-size)"),
+    };
+    if a.window == 0 {
+        bail!("--window must be at least 1 request");
+    }
+    let counted = total.saturating_sub(a.warmup);
+    let per_step = a
+        .requests_per_step
+        .unwrap_or(counted / steps.len().max(1) as u64)
+        .max(1);
+    Ok(SimSettings {
+        warmup: a.warmup,
+        steps_bp: steps.to_vec(),
+        requests_per_step: per_step,
+        window: a.window,
+        cache: if a.cache_by_weight {
+            CacheSize::ByWeight(size)
+        } else {
+            CacheSize::Each(size)
+        },
+        object_size: a.object_size,
+        fill_from_previous: a.fill_from_previous,
+    })
+}
+
+/// Runs the simulation (`--simulate`) and prints it.
+pub fn run(
+    a: &SimArgs,
+    from: &Ring,
+    to: &Ring,
+    steps: &[u32],
+    as_json: bool,
+) -> anyhow::Result<()> {
+    let keys = workload(a)?;
+    let total = keys.len() as u64;
+    let sim = |steps: &[u32]| -> anyhow::Result<SimReport> {
+        let s = settings(a, steps, total)?;
+        Ok(cache_sim::simulate(
+            from,
+            to,
+            keys.iter().map(Vec::as_slice),
+            &s,
+        ))
+    };
+    let started = std::time::Instant::now();
+    let report = sim(steps)?;
+    let took = started.elapsed();
+    if a.max_origin_factor.is_some() && a.requests_per_step.is_none() {
+        bail!("--max-origin-factor compares schedules at one --requests-per-step: give it");
+    }
+    let best = match a.max_origin_factor {
+        Some(x) => Some(fewest_steps(x, &report, &sim)?),
+        None => None,
+    };
+    if as_json {
+        let mut v = json_of(&report);
+        if let Some((schedule, peak)) = &best {
+            v["schedule"] = json!({"steps": schedule, "peak_window": peak});
+        }
+        println!("{v}");
+        return Ok(());
+    }
+    println!("step\tbp\trequests\thits_old\thits_new\tmisses_old\tmisses_new\tpeer_fills\torigin_fetches\torigin_bytes");
+    for (i, s) in report.steps.iter().enumerate() {
+        println!(
+            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
+            i + 1,
+            s.bp,
+            s.requests,
+            s.hits[0],
+            s.hits[1],
+            s.misses[0],
+            s.misses[1],
+            s.peer_fills,
+            s.origin_fetches,
+            s.origin_bytes
+        );
+    }
+    if let Some(p) = report.peak_window() {
+        println!(
+            "peak window: {} origin fetches in {} requests (step {}); steady state (the warm-up's last window): {}",
+            p.origin_fetches,
+            p.requests,
+            p.step + 1,
+            report.steady_window.map_or("- (no full warm-up window)".into(), |s| s.to_string())
+        );
+    }
+    for s in &report.servers {
+        eprintln!("ketama: {}\thits {}\tmisses {}", s.server, s.hits, s.misses);
+    }
+    if let Some((schedule, peak)) = best {
+        println!(
+            "fewest steps under the factor: {} (peak window {peak})",
+            schedule
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+    }
+    eprintln!(
+        "ketama: {} requests simulated in {:.2} s ({:.1} million a second)",
+        total,
+        took.as_secs_f64(),
+        total as f64 / took.as_secs_f64().max(1e-9) / 1e6
+    );
+    Ok(())
+}
+
+fn json_of(r: &SimReport) -> serde_json::Value {
+    json!({
+        "steps": r.steps.iter().map(|s| json!({
+            "bp": s.bp, "requests": s.requests, "hits": s.hits[0] + s.hits[1], "misses": s.misses[0] + s.misses[1],
+            "hits_by_ring": {"old": s.hits[0], "new": s.hits[1]}, "misses_by_ring": {"old": s.misses[0], "new": s.misses[1]},
+            "peer_fills": s.peer_fills, "origin_fetches": s.origin_fetches, "origin_bytes": s.origin_bytes,
+        })).collect::<Vec<_>>(),
+        "servers": r.servers.iter().map(|s| json!({"server": s.server, "hits": s.hits, "misses": s.misses})).collect::<Vec<_>>(),
+        "windows": r.windows.iter().map(|w| json!({"step": w.step + 1, "requests": w.requests, "origin_fetches": w.origin_fetches})).collect::<Vec<_>>(),
+        "steady_window": r.steady_window,
+        "peak_window": r.peak_window().map(|w| w.origin_fetches),
+    })
+}
+
+/// The fewest steps from the ladder whose peak window stays at most
+/// `factor` times the steady state (ties: the lowest peak).
+fn fewest_steps(
+    factor: f64,
+    first: &SimReport,
+    sim: &dyn Fn(&[u32]) -> anyhow::Result<SimReport>,
+) -> anyhow::Result<(Vec<u32>, u64)> {
+    let Some(steady) = first.steady_window.filter(|&s| s > 0) else {
+        bail!("--max-origin-factor needs a steady state: give --warmup of at least one --window, long enough for the warm caches to still miss");
+    };
+    let limit = factor * steady as f64;
+    const LADDER: [u32; 6] = [100, 200, 500, 1000, 2500, 5000];
+    for k in 0..=LADDER.len() {
+        let mut best: Option<(Vec<u32>, u64)> = None;
+        for mask in 0u32..(1 << LADDER.len()) {
+            if mask.count_ones() as usize != k {
+                continue;
+            }
+            let mut schedule: Vec<u32> = (0..LADDER.len())
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| LADDER[i])
+                .collect();
+            schedule.push(10_000);
+            let r = sim(&schedule)?;
+            let peak = r.peak_window().map_or(0, |w| w.origin_fetches);
+            if peak as f64 <= limit && best.as_ref().is_none_or(|b| peak < b.1) {
+                best = Some((schedule, peak));
+            }
+        }
+        if let Some(b) = best {
+            return Ok(b);
+        }
+    }
+    bail!("no schedule of the ladder keeps the peak under {factor} x the steady state ({steady} origin fetches a window) at this --requests-per-step: allow more, or give each step more requests")
+}

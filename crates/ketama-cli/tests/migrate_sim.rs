@@ -1,0 +1,110 @@
+//! `ketama migrate-plan --simulate` as a user runs it: on a trace file,
+//! against what the two rings alone say (computed here with the library,
+//! not the simulator): with caches that hold everything, a one-shot switch
+//! costs the origin exactly the distinct moved keys asked after it, and
+//! with `--fill-from-previous` nothing.
+
+mod common;
+
+use std::collections::HashSet;
+
+use common::run;
+use ketama::{Node, Ring, RingBuilder};
+
+#[test]
+fn a_one_shot_switch_costs_the_moved_keys_and_fill_saves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = dir.path().join("servers.txt");
+    let names: Vec<String> = (1..=5).map(|i| format!("10.1.0.{i}:80")).collect();
+    std::fs::write(
+        &servers,
+        names.iter().map(|n| format!("{n}\n")).collect::<String>(),
+    )
+    .unwrap();
+    // 3,000 distinct keys, each asked three times: once in the warm-up,
+    // twice after the switch (a tab and a label after some).
+    let keys: Vec<String> = (0..3000).map(|i| format!("/k/{i}")).collect();
+    let mut trace = String::new();
+    for round in 0..3 {
+        for k in &keys {
+            trace.push_str(k);
+            trace.push_str(if round == 1 { "\tssd\n" } else { "\n" });
+        }
+    }
+    let trace_file = dir.path().join("trace.txt");
+    std::fs::write(&trace_file, trace).unwrap();
+    let nodes: Vec<Node> = names.iter().map(|n| Node::new(n.clone(), 1)).collect();
+    let old = Ring::new(nodes.clone()).unwrap();
+    let new = RingBuilder::new().point_multiple(40).build(nodes).unwrap();
+    let moved: HashSet<&String> = keys
+        .iter()
+        .filter(|k| {
+            old.node(k.as_bytes()).unwrap().server() != new.node(k.as_bytes()).unwrap().server()
+        })
+        .collect();
+    assert!(moved.len() > 100);
+    let (s, f) = (servers.to_str().unwrap(), trace_file.to_str().unwrap());
+    let base = [
+        "migrate-plan",
+        "--from",
+        s,
+        "--to",
+        s,
+        "--to-point-multiple",
+        "40",
+        "--simulate",
+        "--trace",
+        f,
+        "--warmup",
+        "3000",
+        "--cache-objects",
+        "100000",
+        "--steps",
+        "10000",
+        "--window",
+        "1000",
+        "--json",
+    ];
+    let (code, out, err) = run(&base, b"");
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let step = &v["steps"][0];
+    assert_eq!(step["bp"], 10000);
+    assert_eq!(step["requests"], 6000);
+    assert_eq!(step["origin_fetches"], moved.len());
+    assert_eq!(step["misses"], moved.len());
+    assert_eq!(step["hits"], 6000 - moved.len());
+    assert_eq!(v["servers"].as_array().unwrap().len(), 5);
+    let served: u64 = v["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["hits"].as_u64().unwrap() + s["misses"].as_u64().unwrap())
+        .sum();
+    assert_eq!(served, 6000);
+    assert_eq!(v["steady_window"], 1000, "every warm-up request missed");
+    // The moved keys all miss in the first window after the switch.
+    assert_eq!(
+        v["windows"][0]["origin_fetches"],
+        moved
+            .iter()
+            .filter(|k| { keys.iter().position(|x| x == **k).unwrap() < 1000 })
+            .count()
+    );
+    let mut fill = base.to_vec();
+    fill.push("--fill-from-previous");
+    let (code, out, err) = run(&fill, b"");
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["steps"][0]["origin_fetches"], 0);
+    assert_eq!(v["steps"][0]["peer_fills"], moved.len());
+    // Refused, saying what to add.
+    let no_cache: Vec<&str> = base
+        .iter()
+        .copied()
+        .filter(|a| *a != "--cache-objects" && *a != "100000")
+        .collect();
+    let (code, _, err) = run(&no_cache, b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("--simulate needs --cache-objects N"), "{err}");
+}
