@@ -88,9 +88,7 @@ def counted_run(lb, port, pid, use_perf, scheme="http", conns=None, script=None)
 def idle_kib(lb, pid, port, n, tls_ctx=None):
     """RSS per idle keep-alive connection: n connections each make one
     request, read its answer and stay open."""
-    before = lb.rss_mb(pid)
-    socks = []
-    for i in range(n):
+    def open_idle(i):
         s = socket.create_connection(("127.0.0.1", port))
         if tls_ctx:
             s = tls_ctx.wrap_socket(s, server_hostname="bench.test")
@@ -101,7 +99,15 @@ def idle_kib(lb, pid, port, n, tls_ctx=None):
             if not chunk:
                 raise SystemExit(f"loadbench: port {port} closed an idle connection: {got!r}")
             got += chunk
-        socks.append(s)
+        return s
+    return held_kib(lb, pid, open_idle, n)
+
+
+def held_kib(lb, pid, open_one, n):
+    """RSS the proxy holds per connection while n connections made by
+    open_one(i) stay open (2 s to settle, then closed)."""
+    before = lb.rss_mb(pid)
+    socks = [open_one(i) for i in range(n)]
     time.sleep(2)
     held = lb.rss_mb(pid)
     for s in socks:
@@ -114,18 +120,11 @@ def stalled_kib(lb, pid, port, n=300):
     """RSS per stalled upload: n connections each send a 1 MiB POST's head
     and one byte of its body, then nothing (the origins wait for the
     body too)."""
-    before = lb.rss_mb(pid)
-    socks = []
-    for i in range(n):
+    def open_stalled(i):
         s = socket.create_connection(("127.0.0.1", port))
         s.sendall(b"POST /wait/%d HTTP/1.1\r\nHost: bench.test\r\nContent-Length: 1048576\r\n\r\nx" % i)
-        socks.append(s)
-    time.sleep(2)
-    held = lb.rss_mb(pid)
-    for s in socks:
-        s.close()
-    time.sleep(2)
-    return (held - before) * 1e6 / n / 1024
+        return s
+    return held_kib(lb, pid, open_stalled, n)
 
 
 def fmt(v, f="{:.2f}"):

@@ -81,13 +81,7 @@ fn check(r: &RouterProc, rdir: &Path, caches: &[(SocketAddr, &Path, usize)], rfc
         }
     }
     let log = rdir.join("access.log");
-    let lines = || -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
+    let lines = || json_lines(&log);
     wait_for(Duration::from_secs(10), || lines().len() >= sent);
     // Each cache's own log, per URI, in order.
     let mut said: HashMap<(String, String), Vec<String>> = HashMap::new();

@@ -21,6 +21,26 @@ fn applied(log: &str) -> Vec<&str> {
         .collect()
 }
 
+/// The two-stage plan ended with exit 0, each of its three steps applied
+/// once, in order, and the rollout at its last step.
+fn completed_every_step(f: &Fleet, out: &std::process::Output) {
+    assert_eq!(out.status.code(), Some(0), "{}", output_text(out));
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        applied(&log),
+        [
+            "stage 1 step 1: val1 at 5000 bp",
+            "stage 1 step 2: val1 at 10000 bp",
+            "stage 2 step 1: ams at 10000 bp"
+        ],
+        "{log}"
+    );
+    assert_eq!(
+        f.rollout(),
+        serde_json::json!({"global_bp": 0, "scopes": {"ams": 10000, "val1": 10000}})
+    );
+}
+
 const GUARDS: &str =
     "[guards]\ninterval = \"300ms\"\nwarmup = \"300ms\"\nbaseline = \"900ms\"\nmin_requests = 20\n";
 
@@ -40,22 +60,7 @@ fn a_plan_whose_guards_hold_steps_to_the_end() {
         .cli(&["plan", "run", plan.to_str().unwrap()])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    let log = String::from_utf8_lossy(&out.stderr);
-    // Each step once, in order.
-    assert_eq!(
-        applied(&log),
-        [
-            "stage 1 step 1: val1 at 5000 bp",
-            "stage 1 step 2: val1 at 10000 bp",
-            "stage 2 step 1: ams at 10000 bp"
-        ],
-        "{log}"
-    );
-    assert_eq!(
-        f.rollout(),
-        serde_json::json!({"global_bp": 0, "scopes": {"ams": 10000, "val1": 10000}})
-    );
+    completed_every_step(&f, &out);
     let state = f.state().unwrap();
     assert_eq!(state.status.name(), "completed");
     assert!(
@@ -214,21 +219,7 @@ fn an_etcd_leader_lost_mid_plan_skips_and_repeats_no_step() {
     let leader = etcd.leader().expect("a leader");
     etcd.kill(leader);
     let out = run.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", output_text(&out));
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(
-        applied(&log),
-        [
-            "stage 1 step 1: val1 at 5000 bp",
-            "stage 1 step 2: val1 at 10000 bp",
-            "stage 2 step 1: ams at 10000 bp"
-        ],
-        "{log}"
-    );
-    assert_eq!(
-        f.rollout(),
-        serde_json::json!({"global_bp": 0, "scopes": {"ams": 10000, "val1": 10000}})
-    );
+    completed_every_step(&f, &out);
     f.stop();
 }
 

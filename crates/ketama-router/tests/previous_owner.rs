@@ -126,13 +126,7 @@ fn moved_keys_fill_from_their_previous_owner() {
         "the origin was asked again"
     );
     let log = rdir.path().join("access.log");
-    let lines = || -> Vec<serde_json::Value> {
-        std::fs::read_to_string(&log)
-            .unwrap_or_default()
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect()
-    };
+    let lines = || json_lines(&log);
     wait_for(Duration::from_secs(10), || lines().len() >= 2 * keys.len());
     let after: Vec<serde_json::Value> = lines().split_off(keys.len());
     for l in &after {

@@ -385,6 +385,15 @@ pub fn raw(addr: SocketAddr, bytes: &[u8]) -> (Option<u16>, String) {
     (status, text)
 }
 
+/// The JSON lines of an access log written so far (none before it exists).
+pub fn json_lines(path: &Path) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 /// `GET /metrics` from the admin API.
 pub fn metrics_text(r: &RouterProc) -> String {
     request(
