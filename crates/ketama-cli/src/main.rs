@@ -19,6 +19,7 @@ mod migrate_plan;
 mod migrate_sim;
 mod plot;
 mod plot_plan;
+mod plot_sim;
 mod recommend;
 mod route;
 mod simulate;

@@ -61,6 +61,11 @@ pub struct SimArgs {
     /// whose peak window stays under X times the steady state.
     #[arg(long, value_name = "X")]
     max_origin_factor: Option<f64>,
+    /// Draw origin fetches per window, the schedule against a one-shot
+    /// switch (each with and without fill, with --fill-from-previous), to
+    /// this file (.svg or .png).
+    #[arg(long, value_name = "FILE")]
+    chart: Option<PathBuf>,
 }
 
 /// The keys of the workload, in order.
@@ -90,7 +95,7 @@ fn workload(a: &SimArgs) -> anyhow::Result<Vec<Vec<u8>>> {
         .collect())
 }
 
-fn settings(a: &SimArgs, steps: &[u32], total: u64) -> anyhow::Result<SimSettings> {
+fn settings(a: &SimArgs, steps: &[u32], total: u64, fill: bool) -> anyhow::Result<SimSettings> {
     let size = match (a.cache_objects, a.cache_bytes) {
         (Some(n), None) => n,
         (None, Some(b)) => b,
@@ -115,7 +120,7 @@ fn settings(a: &SimArgs, steps: &[u32], total: u64) -> anyhow::Result<SimSetting
             CacheSize::Each(size)
         },
         object_size: a.object_size,
-        fill_from_previous: a.fill_from_previous,
+        fill_from_previous: fill,
     })
 }
 
@@ -127,10 +132,13 @@ pub fn run(
     steps: &[u32],
     as_json: bool,
 ) -> anyhow::Result<()> {
+    if let Some(path) = &a.chart {
+        crate::plot_sim::format_of(path)?;
+    }
     let keys = workload(a)?;
     let total = keys.len() as u64;
-    let sim = |steps: &[u32]| -> anyhow::Result<SimReport> {
-        let s = settings(a, steps, total)?;
+    let sim_with = |steps: &[u32], fill: bool| -> anyhow::Result<SimReport> {
+        let s = settings(a, steps, total, fill)?;
         Ok(cache_sim::simulate(
             from,
             to,
@@ -138,6 +146,7 @@ pub fn run(
             &s,
         ))
     };
+    let sim = |steps: &[u32]| sim_with(steps, a.fill_from_previous);
     let started = std::time::Instant::now();
     let report = sim(steps)?;
     let took = started.elapsed();
@@ -148,6 +157,9 @@ pub fn run(
         Some(x) => Some(fewest_steps(x, &report, &sim)?),
         None => None,
     };
+    if let Some(path) = &a.chart {
+        chart(a, path, steps, &sim_with)?;
+    }
     if as_json {
         let mut v = json_of(&report);
         if let Some((schedule, peak)) = &best {
@@ -201,6 +213,63 @@ pub fn run(
         total as f64 / took.as_secs_f64().max(1e-9) / 1e6
     );
     Ok(())
+}
+
+/// The schedule against a one-shot switch, each with and without fill
+/// when fill was asked for.
+fn chart(
+    a: &SimArgs,
+    path: &std::path::Path,
+    steps: &[u32],
+    sim: &dyn Fn(&[u32], bool) -> anyhow::Result<SimReport>,
+) -> anyhow::Result<()> {
+    use plotters::style::RGBColor;
+    let fills: &[bool] = if a.fill_from_previous {
+        &[false, true]
+    } else {
+        &[false]
+    };
+    let mut runs = Vec::new();
+    for &fill in fills {
+        let with = if fill { ", fill from previous" } else { "" };
+        let schedule = steps
+            .iter()
+            .map(|b| format!("{}%", *b as f64 / 100.0))
+            .collect::<Vec<_>>()
+            .join(" ");
+        let (c1, c2) = if fill {
+            (RGBColor(0, 150, 70), RGBColor(120, 200, 140))
+        } else {
+            (RGBColor(30, 80, 200), RGBColor(220, 60, 40))
+        };
+        runs.push((
+            format!("schedule {schedule}{with}"),
+            sim(steps, fill)?,
+            false,
+            c1,
+        ));
+        runs.push((
+            format!("one-shot switch{with}"),
+            sim(&[10_000], fill)?,
+            true,
+            c2,
+        ));
+    }
+    let series: Vec<crate::plot_sim::Series> = runs
+        .iter()
+        .map(|(label, report, dashed, color)| crate::plot_sim::Series {
+            label: label.clone(),
+            report,
+            dashed: *dashed,
+            color: *color,
+        })
+        .collect();
+    crate::plot_sim::write_chart(
+        path,
+        "Origin fetches through the rollout: the schedule against a one-shot switch",
+        a.window,
+        &series,
+    )
 }
 
 fn json_of(r: &SimReport) -> serde_json::Value {

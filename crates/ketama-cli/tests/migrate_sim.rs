@@ -108,3 +108,72 @@ fn a_one_shot_switch_costs_the_moved_keys_and_fill_saves_them() {
     assert_eq!(code, 1);
     assert!(err.contains("--simulate needs --cache-objects N"), "{err}");
 }
+
+/// `--chart`: the schedule against a one-shot switch, with and without
+/// fill, as SVG or PNG by the file's name; any other name is refused
+/// before anything is simulated.
+#[test]
+fn the_chart_draws_the_schedule_against_a_one_shot_switch() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = common::servers_file("10.1.0.1:80\n10.1.0.2:80\n10.1.0.3:80\n");
+    let s = servers.path().to_str().unwrap();
+    let chart = |name: &str, fill: bool| {
+        let path = dir.path().join(name);
+        let p = path.to_str().unwrap().to_string();
+        let mut args = vec![
+            "migrate-plan",
+            "--from",
+            s,
+            "--to",
+            s,
+            "--to-point-multiple",
+            "40",
+            "--steps",
+            "2500,10000",
+            "--simulate",
+            "--objects",
+            "2000",
+            "--requests",
+            "60000",
+            "--cache-objects",
+            "300",
+            "--warmup",
+            "20000",
+            "--requests-per-step",
+            "20000",
+            "--window",
+            "2000",
+            "--chart",
+        ];
+        args.push(&p);
+        if fill {
+            args.push("--fill-from-previous");
+        }
+        let (code, _, err) = run(&args, b"");
+        (code, err, path)
+    };
+    let (code, err, svg) = chart("sim.svg", true);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(svg).unwrap();
+    for label in [
+        "schedule 25% 100%",
+        "one-shot switch",
+        "schedule 25% 100%, fill from previous",
+        "one-shot switch, fill from previous",
+        "steady state",
+    ] {
+        assert!(text.contains(label), "no {label:?} in the SVG");
+    }
+    let (code, err, svg) = chart("plain.svg", false);
+    assert_eq!(code, 0, "{err}");
+    let text = std::fs::read_to_string(svg).unwrap();
+    assert!(!text.contains("fill from previous"), "fill drawn unasked");
+    let (code, err, png) = chart("sim.png", true);
+    assert_eq!(code, 0, "{err}");
+    let bytes = std::fs::read(png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 10_000);
+    let (code, err, txt) = chart("sim.txt", false);
+    assert_eq!(code, 1);
+    assert!(err.contains("name the file .svg or .png"), "{err}");
+    assert!(!txt.exists());
+}
