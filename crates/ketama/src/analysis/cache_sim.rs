@@ -111,6 +111,56 @@ impl SimReport {
     pub fn peak_window(&self) -> Option<&Window> {
         self.windows.iter().max_by_key(|w| w.origin_fetches)
     }
+
+    /// Checks the report's internal sums (for tests and fuzz targets):
+    /// each step's hits and misses make its requests and its misses are
+    /// peer fills or origin fetches; the servers' counts and the windows'
+    /// add up to the steps'. Cost: one pass over steps, servers, windows.
+    pub fn check(&self) -> Result<(), String> {
+        let mut requests = 0;
+        let mut fetches = 0;
+        let mut misses = 0;
+        for (i, s) in self.steps.iter().enumerate() {
+            let (h, m) = (s.hits[0] + s.hits[1], s.misses[0] + s.misses[1]);
+            if h + m != s.requests {
+                return Err(format!(
+                    "step {}: {h} hits + {m} misses != {} requests",
+                    i + 1,
+                    s.requests
+                ));
+            }
+            if s.peer_fills + s.origin_fetches != m {
+                return Err(format!(
+                    "step {}: {} peer fills + {} origin fetches != {m} misses",
+                    i + 1,
+                    s.peer_fills,
+                    s.origin_fetches
+                ));
+            }
+            requests += s.requests;
+            fetches += s.origin_fetches;
+            misses += m;
+        }
+        let (sh, sm) = self
+            .servers
+            .iter()
+            .fold((0, 0), |(h, m), s| (h + s.hits, m + s.misses));
+        if sh + sm != requests || sm != misses {
+            return Err(format!(
+                "servers: {sh} hits and {sm} misses against the steps' {requests} requests and {misses} misses"
+            ));
+        }
+        let (wr, wf) = self
+            .windows
+            .iter()
+            .fold((0, 0), |(r, f), w| (r + w.requests, f + w.origin_fetches));
+        if wr != requests || wf != fetches {
+            return Err(format!(
+                "windows: {wr} requests and {wf} origin fetches against the steps' {requests} and {fetches}"
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// A least-recently-used cache of key hashes, sized in units.
