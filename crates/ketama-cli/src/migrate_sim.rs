@@ -68,31 +68,54 @@ pub struct SimArgs {
     chart: Option<PathBuf>,
 }
 
+/// The workload: its distinct keys and the order they are asked in
+/// (4 bytes a request, the keys stored once).
+struct Workload {
+    names: Vec<Vec<u8>>,
+    order: Vec<u32>,
+}
+
+impl Workload {
+    fn keys(&self) -> impl Iterator<Item = &[u8]> {
+        self.order
+            .iter()
+            .map(|&i| self.names[i as usize].as_slice())
+    }
+}
+
 /// The keys of the workload, in order.
-fn workload(a: &SimArgs) -> anyhow::Result<Vec<Vec<u8>>> {
+fn workload(a: &SimArgs) -> anyhow::Result<Workload> {
     if let Some(path) = &a.trace {
         let text = std::fs::read(path)
             .with_context(|| format!("--trace {}: cannot read", path.display()))?;
-        let keys: Vec<Vec<u8>> = text
-            .split(|&b| b == b'\n')
-            .filter(|l| !l.is_empty())
-            .map(|l| l.split(|&b| b == b'\t').next().unwrap_or(l).to_vec())
-            .collect();
-        if keys.is_empty() {
+        let mut index: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::new();
+        let mut w = Workload {
+            names: Vec::new(),
+            order: Vec::new(),
+        };
+        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+            let key = line.split(|&b| b == b'\t').next().unwrap_or(line);
+            let next = w.names.len() as u32;
+            let i = *index.entry(key).or_insert_with(|| {
+                w.names.push(key.to_vec());
+                next
+            });
+            w.order.push(i);
+        }
+        if w.order.is_empty() {
             bail!("--trace {}: no keys (one per line)", path.display());
         }
-        return Ok(keys);
+        return Ok(w);
     }
     if a.objects == 0 || !(a.zipf.is_finite() && a.zipf >= 0.0) {
         bail!("--objects must be at least 1 and --zipf a number of 0 or more (0.9 is typical of web objects)");
     }
-    let names: Vec<Vec<u8>> = (0..a.objects)
-        .map(|i| format!("/obj/{i}").into_bytes())
-        .collect();
-    Ok(cache_sim::zipf_ranks(a.objects, a.zipf, a.requests, a.seed)
-        .into_iter()
-        .map(|r| names[r as usize].clone())
-        .collect())
+    Ok(Workload {
+        names: (0..a.objects)
+            .map(|i| format!("/obj/{i}").into_bytes())
+            .collect(),
+        order: cache_sim::zipf_ranks(a.objects, a.zipf, a.requests, a.seed),
+    })
 }
 
 fn settings(a: &SimArgs, steps: &[u32], total: u64, fill: bool) -> anyhow::Result<SimSettings> {
@@ -136,15 +159,10 @@ pub fn run(
         crate::plot_sim::format_of(path)?;
     }
     let keys = workload(a)?;
-    let total = keys.len() as u64;
+    let total = keys.order.len() as u64;
     let sim_with = |steps: &[u32], fill: bool| -> anyhow::Result<SimReport> {
         let s = settings(a, steps, total, fill)?;
-        Ok(cache_sim::simulate(
-            from,
-            to,
-            keys.iter().map(Vec::as_slice),
-            &s,
-        ))
+        Ok(cache_sim::simulate(from, to, keys.keys(), &s))
     };
     let sim = |steps: &[u32]| sim_with(steps, a.fill_from_previous);
     let started = std::time::Instant::now();

@@ -126,15 +126,15 @@ fn draw<DB: DrawingBackend>(
         let x = x_of(i);
         chart
             .draw_series(std::iter::once(PathElement::new(
-                [(x, 0.0), (x, y1 * 0.93)],
+                [(x, 0.0), (x, y1)],
                 BLACK.mix(0.2).stroke_width(1),
             )))
             .map_err(err)?;
         let bp = first.report.steps[w.step].bp;
         chart
             .draw_series(std::iter::once(Text::new(
-                format!("{}%", bp as f64 / 100.0),
-                (x, y1 * 0.97),
+                format!(" {}%", bp as f64 / 100.0),
+                (x, y1 * 0.04),
                 (FONT, 11),
             )))
             .map_err(err)?;

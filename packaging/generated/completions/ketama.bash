@@ -1468,7 +1468,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__migrate__subcmd__plan)
-            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --steps --json --simulate --trace --objects --zipf --requests --seed --object-size --cache-objects --cache-bytes --cache-by-weight --warmup --requests-per-step --window --fill-from-previous --max-origin-factor --help"
+            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --steps --json --simulate --trace --objects --zipf --requests --seed --object-size --cache-objects --cache-bytes --cache-by-weight --warmup --requests-per-step --window --fill-from-previous --max-origin-factor --chart --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1563,6 +1563,10 @@ _ketama() {
                     return 0
                     ;;
                 --max-origin-factor)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --chart)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -128,6 +128,7 @@ complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l warmup -d
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l requests-per-step -d 'Requests each step serves (the last step: the rest)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l window -d 'Requests per window of the origin series' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l max-origin-factor -d 'Find the fewest steps from the ladder 1, 2, 5, 10, 25, 50, 100% whose peak window stays under X times the steady state' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l chart -d 'Draw origin fetches per window, the schedule against a one-shot switch (each with and without fill, with --fill-from-previous), to this file (.svg or .png)' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l json -d 'Print one JSON object'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l simulate -d 'Simulate every server\'s cache through the schedule'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l cache-by-weight -d 'Caches in proportion to the servers\' weights (the mean weight gets the size given)'
