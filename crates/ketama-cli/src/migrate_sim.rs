@@ -186,21 +186,37 @@ pub fn run(
         println!("{v}");
         return Ok(());
     }
-    println!("step\tbp\trequests\thits_old\thits_new\tmisses_old\tmisses_new\tpeer_fills\torigin_fetches\torigin_bytes");
+    const COUNTS: &str =
+        "requests\thits_old\thits_new\tmisses_old\tmisses_new\tpeer_fills\torigin_fetches\torigin_bytes";
+    let counts = |requests: u64, h: [u64; 2], m: [u64; 2], peer: u64, fetches: u64, bytes: u64| {
+        format!(
+            "{requests}\t{}\t{}\t{}\t{}\t{peer}\t{fetches}\t{bytes}",
+            h[0], h[1], m[0], m[1]
+        )
+    };
+    println!("step\tbp\t{COUNTS}");
     for (i, s) in report.steps.iter().enumerate() {
-        println!(
-            "{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}",
-            i + 1,
-            s.bp,
+        let c = counts(
             s.requests,
-            s.hits[0],
-            s.hits[1],
-            s.misses[0],
-            s.misses[1],
+            s.hits,
+            s.misses,
             s.peer_fills,
             s.origin_fetches,
-            s.origin_bytes
+            s.origin_bytes,
         );
+        println!("{}\t{}\t{c}", i + 1, s.bp);
+    }
+    println!("\nwindow\tstep\t{COUNTS}");
+    for (i, w) in report.windows.iter().enumerate() {
+        let c = counts(
+            w.requests,
+            w.hits,
+            w.misses,
+            w.peer_fills,
+            w.origin_fetches,
+            w.origin_bytes,
+        );
+        println!("{}\t{}\t{c}", i + 1, w.step + 1);
     }
     if let Some(p) = report.peak_window() {
         println!(
@@ -298,7 +314,11 @@ fn json_of(r: &SimReport) -> serde_json::Value {
             "peer_fills": s.peer_fills, "origin_fetches": s.origin_fetches, "origin_bytes": s.origin_bytes,
         })).collect::<Vec<_>>(),
         "servers": r.servers.iter().map(|s| json!({"server": s.server, "hits": s.hits, "misses": s.misses})).collect::<Vec<_>>(),
-        "windows": r.windows.iter().map(|w| json!({"step": w.step + 1, "requests": w.requests, "origin_fetches": w.origin_fetches})).collect::<Vec<_>>(),
+        "windows": r.windows.iter().map(|w| json!({
+            "step": w.step + 1, "requests": w.requests,
+            "hits_by_ring": {"old": w.hits[0], "new": w.hits[1]}, "misses_by_ring": {"old": w.misses[0], "new": w.misses[1]},
+            "peer_fills": w.peer_fills, "origin_fetches": w.origin_fetches, "origin_bytes": w.origin_bytes,
+        })).collect::<Vec<_>>(),
         "steady_window": r.steady_window,
         "peak_window": r.peak_window().map(|w| w.origin_fetches),
     })

@@ -91,6 +91,18 @@ fn a_one_shot_switch_costs_the_moved_keys_and_fill_saves_them() {
             .filter(|k| { keys.iter().position(|x| x == **k).unwrap() < 1000 })
             .count()
     );
+    // Per window, by ring: every miss after the switch is a new-ring one.
+    let windows = v["windows"].as_array().unwrap();
+    assert_eq!(windows.len(), 6);
+    let sum = |field: &str, ring: &str| -> u64 {
+        windows
+            .iter()
+            .map(|w| w[field][ring].as_u64().unwrap())
+            .sum()
+    };
+    assert_eq!(sum("misses_by_ring", "new"), moved.len() as u64);
+    assert_eq!(sum("misses_by_ring", "old") + sum("hits_by_ring", "old"), 0);
+    assert_eq!(sum("hits_by_ring", "new"), 6000 - moved.len() as u64);
     let mut fill = base.to_vec();
     fill.push("--fill-from-previous");
     let (code, out, err) = run(&fill, b"");

@@ -78,8 +78,16 @@ pub struct Window {
     pub step: usize,
     /// Requests in it.
     pub requests: u64,
+    /// Hits by ring (old, new).
+    pub hits: [u64; 2],
+    /// Misses by ring (old, new).
+    pub misses: [u64; 2],
+    /// Misses a previous owner's cache answered.
+    pub peer_fills: u64,
     /// Origin fetches in it.
     pub origin_fetches: u64,
+    /// Their bytes (with an object size).
+    pub origin_bytes: u64,
 }
 
 /// A server's counts over the counted requests.
@@ -150,13 +158,27 @@ impl SimReport {
                 "servers: {sh} hits and {sm} misses against the steps' {requests} requests and {misses} misses"
             ));
         }
-        let (wr, wf) = self
+        let (wr, wf, wm) = self.windows.iter().fold((0, 0, 0), |(r, f, m), w| {
+            (
+                r + w.requests,
+                f + w.origin_fetches,
+                m + w.misses[0] + w.misses[1],
+            )
+        });
+        if wr != requests || wf != fetches || wm != misses {
+            return Err(format!(
+                "windows: {wr} requests, {wf} origin fetches and {wm} misses against the steps' {requests}, {fetches} and {misses}"
+            ));
+        }
+        if let Some(w) = self
             .windows
             .iter()
-            .fold((0, 0), |(r, f), w| (r + w.requests, f + w.origin_fetches));
-        if wr != requests || wf != fetches {
+            .find(|w| w.hits[0] + w.hits[1] + w.misses[0] + w.misses[1] != w.requests)
+        {
             return Err(format!(
-                "windows: {wr} requests and {wf} origin fetches against the steps' {requests} and {fetches}"
+                "a window of step {}: hits and misses != its {} requests",
+                w.step + 1,
+                w.requests
             ));
         }
         Ok(())
@@ -388,19 +410,23 @@ pub fn simulate<'k>(
         window.step = step;
         if caches[server].get(id) {
             st.hits[on_new as usize] += 1;
+            window.hits[on_new as usize] += 1;
             report.servers[server].hits += 1;
         } else {
             st.misses[on_new as usize] += 1;
+            window.misses[on_new as usize] += 1;
             report.servers[server].misses += 1;
             let peer = s.fill_from_previous
                 && on_new
                 && owner(old, &old_ix, key).is_some_and(|p| p != server && caches[p].peek(id));
             if peer {
                 st.peer_fills += 1;
+                window.peer_fills += 1;
             } else {
                 st.origin_fetches += 1;
                 st.origin_bytes += s.object_size.unwrap_or(0);
                 window.origin_fetches += 1;
+                window.origin_bytes += s.object_size.unwrap_or(0);
             }
             caches[server].insert(id, size);
         }
