@@ -255,7 +255,7 @@ fn chart(
     a: &SimArgs,
     path: &std::path::Path,
     steps: &[u32],
-    sim: &dyn Fn(&[u32], bool) -> anyhow::Result<SimReport>,
+    sim: &(dyn Fn(&[u32], bool) -> anyhow::Result<SimReport> + Sync),
 ) -> anyhow::Result<()> {
     use plotters::style::RGBColor;
     let fills: &[bool] = if a.fill_from_previous {
@@ -263,31 +263,45 @@ fn chart(
     } else {
         &[false]
     };
-    let mut runs = Vec::new();
+    let schedule = steps
+        .iter()
+        .map(|b| format!("{}%", *b as f64 / 100.0))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut lines = Vec::new();
     for &fill in fills {
         let with = if fill { ", fill from previous" } else { "" };
-        let schedule = steps
-            .iter()
-            .map(|b| format!("{}%", *b as f64 / 100.0))
-            .collect::<Vec<_>>()
-            .join(" ");
         let (c1, c2) = if fill {
             (RGBColor(0, 150, 70), RGBColor(120, 200, 140))
         } else {
             (RGBColor(30, 80, 200), RGBColor(220, 60, 40))
         };
-        runs.push((
-            format!("schedule {schedule}{with}"),
-            sim(steps, fill)?,
-            false,
-            c1,
-        ));
-        runs.push((
+        lines.push((format!("schedule {schedule}{with}"), steps, fill, false, c1));
+        lines.push((
             format!("one-shot switch{with}"),
-            sim(&[10_000], fill)?,
+            &[10_000][..],
+            fill,
             true,
             c2,
         ));
+    }
+    // Each line is a simulation of its own: one thread each.
+    let reports: Vec<anyhow::Result<SimReport>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lines
+            .iter()
+            .map(|(_, steps, fill, _, _)| scope.spawn(move || sim(steps, *fill)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a simulation failed")))
+            })
+            .collect()
+    });
+    let mut runs = Vec::new();
+    for ((label, _, _, dashed, color), report) in lines.into_iter().zip(reports) {
+        runs.push((label, report?, dashed, color));
     }
     let series: Vec<crate::plot_sim::Series> = runs
         .iter()

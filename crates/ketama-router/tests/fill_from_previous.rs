@@ -63,8 +63,13 @@ fn cache(dir: &Path, i: usize, peers: &[SocketAddr], origin: SocketAddr) -> Ngin
     Nginx::start(move |addr| conf.replace("listen 80;", &format!("listen {addr}; listen {me};")))
 }
 
-/// The origin, logging each request's sequence number (`X-Seq`).
+/// The origin, logging each request's sequence number (`X-Seq`); its
+/// answers live ten minutes.
 fn origin(dir: &Path) -> Nginx {
+    origin_for(dir, 600)
+}
+
+fn origin_for(dir: &Path, max_age: u32) -> Nginx {
     let log = dir.join("origin.log");
     Nginx::start(move |addr| {
         format!(
@@ -73,7 +78,7 @@ fn origin(dir: &Path) -> Nginx {
     listen {addr};
     access_log {} o;
     location / {{
-      add_header Cache-Control \"max-age=600\";
+      add_header Cache-Control \"max-age={max_age}\";
       return 200 \"origin $request_uri\\n\";
     }}
   }}",
@@ -263,4 +268,47 @@ fn filling_from_the_previous_owner_spares_the_origin_the_switch() {
             within_20_percent(peer, m.peer as usize, "responses counted peer");
         }
     }
+}
+
+/// The documented configuration never hands over a stale copy: once the
+/// previous owner's copy has expired, a fill request gets 599 there and
+/// the new owner fetches from the origin.
+#[test]
+fn a_previous_owners_expired_copy_is_not_handed_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = origin_for(dir.path(), 1);
+    let peers: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let _caches: Vec<Nginx> = (0..3)
+        .map(|i| cache(dir.path(), i, &peers, o.addr))
+        .collect();
+    let (a, b) = (peers[0], peers[1]);
+    let fill_at_a = || request(a, "GET", "/obj/x", &[("X-Ketama-Fill", "1")], "").unwrap();
+    // Nothing at A yet: a fill request is "not here", not an origin fetch.
+    assert_eq!(fill_at_a().status, 599);
+    let seq = |n: &str| [("X-Seq", n.to_string())];
+    let get_at = |at: SocketAddr, n: &str, hint: Option<SocketAddr>| {
+        let mut h: Vec<(&str, String)> = seq(n).to_vec();
+        if let Some(p) = hint {
+            h.push((HINT, p.to_string()));
+        }
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        request(at, "GET", "/obj/x", &h, "").unwrap()
+    };
+    assert_eq!(get_at(a, "1", None).status, 200);
+    assert_eq!(origin_requests(dir.path(), 0..100), 1);
+    assert_eq!(fill_at_a().status, 200, "a fresh copy is handed over");
+    // Once A's copy has expired (max-age=1), A answers fill requests 599.
+    wait_for(Duration::from_secs(10), || fill_at_a().status == 599);
+    let resp = get_at(b, "2", Some(a));
+    assert_eq!(resp.status, 200);
+    assert_eq!(
+        origin_requests(dir.path(), 2..3),
+        1,
+        "B fetched from the origin, not A's stale copy"
+    );
+    assert!(
+        resp.headers["cache-status"].ends_with("fwd=miss"),
+        "{:?}",
+        resp.headers
+    );
 }
