@@ -158,6 +158,9 @@ pub fn run(
     if let Some(path) = &a.chart {
         crate::plot_sim::format_of(path)?;
     }
+    if a.max_origin_factor.is_some() && a.requests_per_step.is_none() {
+        bail!("--max-origin-factor compares schedules at one --requests-per-step: give it");
+    }
     let keys = workload(a)?;
     let total = keys.order.len() as u64;
     let sim_with = |steps: &[u32], fill: bool| -> anyhow::Result<SimReport> {
@@ -168,11 +171,8 @@ pub fn run(
     let started = std::time::Instant::now();
     let report = sim(steps)?;
     let took = started.elapsed();
-    if a.max_origin_factor.is_some() && a.requests_per_step.is_none() {
-        bail!("--max-origin-factor compares schedules at one --requests-per-step: give it");
-    }
     let best = match a.max_origin_factor {
-        Some(x) => Some(fewest_steps(x, &report, &sim)?),
+        Some(x) => Some(fewest_steps(a, from, to, &keys, total, x)?),
         None => None,
     };
     if let Some(path) = &a.chart {
@@ -339,37 +339,33 @@ fn json_of(r: &SimReport) -> serde_json::Value {
 }
 
 /// The fewest steps from the ladder whose peak window stays at most
-/// `factor` times the steady state (ties: the lowest peak).
+/// `factor` times the steady state, found by the library from one warm-up
+/// on every core.
 fn fewest_steps(
+    a: &SimArgs,
+    from: &Ring,
+    to: &Ring,
+    keys: &Workload,
+    total: u64,
     factor: f64,
-    first: &SimReport,
-    sim: &dyn Fn(&[u32]) -> anyhow::Result<SimReport>,
 ) -> anyhow::Result<(Vec<u32>, u64)> {
-    let Some(steady) = first.steady_window.filter(|&s| s > 0) else {
-        bail!("--max-origin-factor needs a steady state: give --warmup of at least one --window, long enough for the warm caches to still miss");
-    };
-    let limit = factor * steady as f64;
-    const LADDER: [u32; 6] = [100, 200, 500, 1000, 2500, 5000];
-    for k in 0..=LADDER.len() {
-        let mut best: Option<(Vec<u32>, u64)> = None;
-        for mask in 0u32..(1 << LADDER.len()) {
-            if mask.count_ones() as usize != k {
-                continue;
-            }
-            let mut schedule: Vec<u32> = (0..LADDER.len())
-                .filter(|i| mask & (1 << i) != 0)
-                .map(|i| LADDER[i])
-                .collect();
-            schedule.push(10_000);
-            let r = sim(&schedule)?;
-            let peak = r.peak_window().map_or(0, |w| w.origin_fetches);
-            if peak as f64 <= limit && best.as_ref().is_none_or(|b| peak < b.1) {
-                best = Some((schedule, peak));
-            }
-        }
-        if let Some(b) = best {
-            return Ok(b);
-        }
+    let mut warm = cache_sim::Simulation::new(
+        from,
+        to,
+        settings(a, &[10_000], total, a.fill_from_previous)?,
+    );
+    for key in keys.keys().take(a.warmup as usize) {
+        warm.serve(key);
     }
-    bail!("no schedule of the ladder keeps the peak under {factor} x the steady state ({steady} origin fetches a window) at this --requests-per-step: allow more, or give each step more requests")
+    if warm.served() < a.warmup {
+        bail!(
+            "--max-origin-factor: the trace ({total} requests) ends within --warmup {}",
+            a.warmup
+        );
+    }
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let rest = || keys.keys().skip(a.warmup as usize);
+    let best = cache_sim::fewest_steps(&warm, rest, factor, threads)
+        .map_err(|e| anyhow::anyhow!("--max-origin-factor {factor}: {e}"))?;
+    Ok((best.steps_bp, best.peak))
 }

@@ -189,3 +189,57 @@ fn the_chart_draws_the_schedule_against_a_one_shot_switch() {
     assert!(err.contains("name the file .svg or .png"), "{err}");
     assert!(!txt.exists());
 }
+
+/// `--max-origin-factor`: the schedule printed is one of the ladder's,
+/// ends at 100%, and its peak is under the cap; without
+/// `--requests-per-step` it is refused, saying what to give.
+#[test]
+fn the_fewest_steps_under_a_cap() {
+    let servers = common::servers_file("10.1.0.1:80\n10.1.0.2:80\n10.1.0.3:80\n10.1.0.4:80\n");
+    let s = servers.path().to_str().unwrap();
+    let mut args = vec![
+        "migrate-plan",
+        "--from",
+        s,
+        "--to",
+        s,
+        "--to-point-multiple",
+        "10",
+        "--simulate",
+        "--objects",
+        "5000",
+        "--requests",
+        "200000",
+        "--cache-objects",
+        "400",
+        "--warmup",
+        "50000",
+        "--window",
+        "5000",
+        "--max-origin-factor",
+        "1.3",
+        "--json",
+    ];
+    let (code, _, err) = run(&args, b"");
+    assert_eq!(code, 1);
+    assert!(err.contains("give it"), "{err}");
+    args.extend(["--requests-per-step", "15000"]);
+    let (code, out, err) = run(&args, b"");
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let steps: Vec<u64> = v["schedule"]["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    assert_eq!(steps.last(), Some(&10_000));
+    assert!(steps[..steps.len() - 1]
+        .iter()
+        .all(|b| [100, 200, 500, 1000, 2500, 5000].contains(b)));
+    let (peak, steady) = (
+        v["schedule"]["peak_window"].as_f64().unwrap(),
+        v["steady_window"].as_f64().unwrap(),
+    );
+    assert!(peak <= 1.3 * steady, "peak {peak}, steady {steady}");
+}

@@ -5,7 +5,9 @@
 
 use std::collections::HashSet;
 
-use ketama::analysis::cache_sim::{simulate, CacheSize, SimReport, SimSettings};
+use ketama::analysis::cache_sim::{
+    fewest_steps, simulate, CacheSize, ScheduleError, SimReport, SimSettings, Simulation, LADDER_BP,
+};
 use ketama::migration::rollout_bucket;
 use ketama::{Node, Ring, RingBuilder};
 use proptest::prelude::*;
@@ -201,4 +203,126 @@ proptest! {
         prop_assert_eq!(moving.steps.iter().map(|s| s.peer_fills).sum::<u64>(), 0);
         prop_assert_eq!(&moving.servers, &staying.servers);
     }
+}
+
+/// A case for the search: a warm-up of several windows, then steps long
+/// enough that the schedules differ.
+fn search_case() -> impl Strategy<Value = Case> {
+    (
+        prop::collection::vec(1u32..3, 3..6),
+        prop::sample::select(vec![40u32, 10]),
+        300u16..1500,
+        prop::collection::vec(any::<u32>(), 4000),
+        40u64..250,
+    )
+        .prop_map(|(weights, new_points, objects, raw, cache)| Case {
+            weights,
+            new_points,
+            extra_server: false,
+            trace: raw
+                .iter()
+                .map(|r| {
+                    let u = (*r as f64) / (u32::MAX as f64);
+                    ((u * u) * objects as f64) as u16
+                })
+                .collect(),
+            warmup: 1500,
+            steps: vec![10_000],
+            per_step: 250,
+            window: 125,
+            cache,
+        })
+}
+
+/// The search's answer by brute force: every schedule of the ladder
+/// simulated whole, the fewest steps under the cap, then the lowest peak.
+fn brute_force(
+    old: &Ring,
+    new: &Ring,
+    keys: &[Vec<u8>],
+    s: &SimSettings,
+    factor: f64,
+) -> Option<(Vec<u32>, u64)> {
+    let steady = run(old, new, keys, s).steady_window.filter(|&x| x > 0)?;
+    let mut all: Vec<(usize, u64, Vec<u32>)> = (0u32..64)
+        .map(|mask| {
+            let mut steps: Vec<u32> = (0..6)
+                .filter(|i| mask & (1 << i) != 0)
+                .map(|i| LADDER_BP[i])
+                .collect();
+            steps.push(10_000);
+            let r = run(
+                old,
+                new,
+                keys,
+                &SimSettings {
+                    steps_bp: steps.clone(),
+                    ..s.clone()
+                },
+            );
+            (
+                steps.len(),
+                r.peak_window().map_or(0, |w| w.origin_fetches),
+                steps,
+            )
+        })
+        .filter(|(_, peak, _)| *peak as f64 <= factor * steady as f64)
+        .collect();
+    all.sort();
+    all.into_iter().next().map(|(_, peak, steps)| (steps, peak))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+
+    /// The search (one shared warm-up, schedules abandoned at the first
+    /// window over the cap, two threads) answers what simulating every
+    /// schedule whole answers.
+    #[test]
+    fn the_fewest_steps_search_equals_brute_force(c in search_case(), factor in 1.1f64..3.0) {
+        let (old, new) = rings(&c);
+        let keys = keys(&c);
+        let s = settings(&c, false);
+        let want = brute_force(&old, &new, &keys, &s, factor);
+        let mut warm = Simulation::new(&old, &new, s.clone());
+        for k in keys.iter().take(c.warmup) {
+            warm.serve(k);
+        }
+        let got = fewest_steps(&warm, || keys.iter().skip(c.warmup).map(Vec::as_slice), factor, 2);
+        match (got, want) {
+            (Ok(g), Some((steps, peak))) => prop_assert_eq!((g.steps_bp, g.peak), (steps, peak)),
+            (Err(ScheduleError::NoSteadyState), None) => {}
+            (Err(ScheduleError::NoneUnderCap { .. }), None) => {}
+            (g, w) => prop_assert!(false, "search {:?}, brute force {:?}", g, w),
+        }
+    }
+}
+
+#[test]
+fn a_schedule_cannot_change_after_the_warm_up() {
+    let nodes: Vec<Node> = (0..3)
+        .map(|i| Node::new(format!("10.3.0.{i}:80"), 1))
+        .collect();
+    let ring = Ring::new(nodes).unwrap();
+    let s = SimSettings {
+        warmup: 2,
+        steps_bp: vec![10_000],
+        requests_per_step: 10,
+        window: 1,
+        cache: CacheSize::Each(10),
+        object_size: None,
+        fill_from_previous: false,
+    };
+    let mut sim = Simulation::new(&ring, &ring, s);
+    for k in ["/a", "/b", "/c"] {
+        sim.serve(k.as_bytes());
+    }
+    let err = sim.clone().with_schedule(vec![5000, 10_000]).err().unwrap();
+    assert_eq!((err.served, err.warmup), (3, 2));
+    assert!(err.to_string().contains("only during the warm-up"), "{err}");
+    let search = fewest_steps(&sim, std::iter::empty, 2.0, 1);
+    assert!(
+        matches!(search, Err(ScheduleError::Started(_))),
+        "{search:?}"
+    );
 }

@@ -15,11 +15,19 @@
 //! new owner inserts it as on any miss, so the caches evolve exactly as
 //! without fill and only the origin count differs.
 //!
+//! [`simulate`] runs a whole trace; a [`Simulation`] is fed one request at
+//! a time and can be cloned after the warm-up to try other schedules from
+//! the same warm caches, as [`fewest_steps`] does to find the fewest steps
+//! that keep the origin under a cap.
+//!
 //! Cost: per request one FNV-1a of the key, one or two ring lookups and a
-//! hash-map probe; about 24 bytes per cached object.
+//! hash-map probe; about 45 bytes per cached object (see the LRU's
+//! layout).
 
 use std::collections::HashMap;
 
+pub use super::fewest_steps::{fewest_steps, Schedule, ScheduleError, LADDER_BP};
+use super::lru::Lru;
 use crate::mix::{fnv1a64, mix64};
 use crate::ring::Ring;
 
@@ -185,111 +193,6 @@ impl SimReport {
     }
 }
 
-/// A least-recently-used cache of key hashes, sized in units.
-struct Lru {
-    map: HashMap<u64, u32>,
-    key: Vec<u64>,
-    size: Vec<u64>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    free: Vec<u32>,
-    head: u32,
-    tail: u32,
-    used: u64,
-    cap: u64,
-}
-
-const NIL: u32 = u32::MAX;
-
-impl Lru {
-    fn new(cap: u64) -> Lru {
-        Lru {
-            map: HashMap::new(),
-            key: Vec::new(),
-            size: Vec::new(),
-            prev: Vec::new(),
-            next: Vec::new(),
-            free: Vec::new(),
-            head: NIL,
-            tail: NIL,
-            used: 0,
-            cap,
-        }
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let (p, n) = (self.prev[i as usize], self.next[i as usize]);
-        if p == NIL {
-            self.head = n
-        } else {
-            self.next[p as usize] = n
-        }
-        if n == NIL {
-            self.tail = p
-        } else {
-            self.prev[n as usize] = p
-        }
-    }
-
-    fn push_front(&mut self, i: u32) {
-        self.prev[i as usize] = NIL;
-        self.next[i as usize] = self.head;
-        if self.head != NIL {
-            self.prev[self.head as usize] = i;
-        }
-        self.head = i;
-        if self.tail == NIL {
-            self.tail = i;
-        }
-    }
-
-    /// Whether `k` is cached (promoted when it is).
-    fn get(&mut self, k: u64) -> bool {
-        match self.map.get(&k) {
-            Some(&i) => {
-                self.unlink(i);
-                self.push_front(i);
-                true
-            }
-            None => false,
-        }
-    }
-
-    fn peek(&self, k: u64) -> bool {
-        self.map.contains_key(&k)
-    }
-
-    fn insert(&mut self, k: u64, size: u64) {
-        if size > self.cap {
-            return;
-        }
-        while self.used + size > self.cap && self.tail != NIL {
-            let t = self.tail;
-            self.unlink(t);
-            self.map.remove(&self.key[t as usize]);
-            self.used -= self.size[t as usize];
-            self.free.push(t);
-        }
-        let i = match self.free.pop() {
-            Some(i) => {
-                self.key[i as usize] = k;
-                self.size[i as usize] = size;
-                i
-            }
-            None => {
-                self.key.push(k);
-                self.size.push(size);
-                self.prev.push(NIL);
-                self.next.push(NIL);
-                (self.key.len() - 1) as u32
-            }
-        };
-        self.push_front(i);
-        self.map.insert(k, i);
-        self.used += size;
-    }
-}
-
 /// `n` Zipf draws of object ranks over `objects` objects (0 the hottest,
 /// rank `k` drawn with weight `(k+1)^-alpha`), from `seed` (SplitMix64;
 /// the same seed gives the same trace). Cost: `objects` floats, then one
@@ -318,143 +221,249 @@ pub fn simulate<'k>(
     trace: impl IntoIterator<Item = &'k [u8]>,
     s: &SimSettings,
 ) -> SimReport {
-    let mut names: Vec<String> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut map_ring = |r: &Ring| -> Vec<usize> {
-        r.nodes()
+    let mut sim = Simulation::new(old, new, s.clone());
+    for key in trace {
+        sim.serve(key);
+    }
+    sim.finish()
+}
+
+/// A simulation fed one request at a time: what [`simulate`] runs, for a
+/// caller that wants to stop early (watching [`Simulation::peak`]) or to
+/// try several schedules after one warm-up ([`Simulation::with_schedule`]
+/// on a clone). Bound to its two rings by lifetime.
+#[derive(Clone)]
+pub struct Simulation<'r> {
+    old: &'r Ring,
+    new: &'r Ring,
+    old_ix: Vec<usize>,
+    new_ix: Vec<usize>,
+    caches: Vec<Lru>,
+    s: SimSettings,
+    report: SimReport,
+    window: Window,
+    warm_window: u64,
+    served: u64,
+}
+
+/// [`Simulation::with_schedule`] after the warm-up: the schedule has
+/// already begun, so another one would not be a fair comparison.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScheduleStarted {
+    /// Requests served so far.
+    pub served: u64,
+    /// The warm-up's length.
+    pub warmup: u64,
+}
+
+impl std::fmt::Display for ScheduleStarted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the schedule can change only during the warm-up ({} requests served of a {}-request warm-up): start again from a clone taken before",
+            self.served, self.warmup
+        )
+    }
+}
+
+impl std::error::Error for ScheduleStarted {}
+
+impl<'r> Simulation<'r> {
+    /// Empty caches for every server of either ring.
+    pub fn new(old: &'r Ring, new: &'r Ring, s: SimSettings) -> Self {
+        let mut names: Vec<String> = Vec::new();
+        let mut index: HashMap<String, usize> = HashMap::new();
+        let mut map_ring = |r: &Ring| -> Vec<usize> {
+            r.nodes()
+                .iter()
+                .map(|n| {
+                    let name = n.server().to_string();
+                    *index.entry(name.clone()).or_insert_with(|| {
+                        names.push(name);
+                        names.len() - 1
+                    })
+                })
+                .collect()
+        };
+        let (old_ix, new_ix) = (map_ring(old), map_ring(new));
+        let mut weights = vec![0u64; names.len()];
+        for (i, n) in old.nodes().iter().enumerate() {
+            weights[old_ix[i]] = n.weight() as u64;
+        }
+        let mean = (weights.iter().sum::<u64>() as f64 / weights.len().max(1) as f64).max(1e-9);
+        let caches = weights
             .iter()
-            .map(|n| {
-                let name = n.server().to_string();
-                *index.entry(name.clone()).or_insert_with(|| {
-                    names.push(name);
-                    names.len() - 1
+            .map(|&w| {
+                Lru::new(match s.cache {
+                    CacheSize::Each(n) => n,
+                    CacheSize::ByWeight(n) => (n as f64 * w as f64 / mean).round() as u64,
                 })
             })
-            .collect()
-    };
-    let (old_ix, new_ix) = (map_ring(old), map_ring(new));
-    let weights: Vec<u64> = {
-        let mut w = vec![0u64; names.len()];
-        for (i, n) in old.nodes().iter().enumerate() {
-            w[old_ix[i]] = n.weight() as u64;
+            .collect();
+        let report = SimReport {
+            steps: steps_of(&s.steps_bp),
+            servers: names
+                .iter()
+                .map(|n| ServerStats {
+                    server: n.clone(),
+                    ..ServerStats::default()
+                })
+                .collect(),
+            ..SimReport::default()
+        };
+        Simulation {
+            old,
+            new,
+            old_ix,
+            new_ix,
+            caches,
+            s,
+            report,
+            window: Window::default(),
+            warm_window: 0,
+            served: 0,
         }
-        w
-    };
-    let mean = (weights.iter().sum::<u64>() as f64 / weights.len().max(1) as f64).max(1e-9);
-    let mut caches: Vec<Lru> = weights
-        .iter()
-        .map(|&w| {
-            Lru::new(match s.cache {
-                CacheSize::Each(n) => n,
-                CacheSize::ByWeight(n) => (n as f64 * w as f64 / mean).round() as u64,
-            })
-        })
-        .collect();
-    let size = s.object_size.unwrap_or(1);
-    let mut report = SimReport {
-        steps: s
-            .steps_bp
+    }
+
+    /// This simulation with another schedule (basis points per step),
+    /// allowed only while the warm-up lasts, when nothing has been
+    /// counted against a step yet. Cost: none beyond the step list.
+    pub fn with_schedule(mut self, steps_bp: Vec<u32>) -> Result<Self, ScheduleStarted> {
+        if self.served > self.s.warmup {
+            return Err(ScheduleStarted {
+                served: self.served,
+                warmup: self.s.warmup,
+            });
+        }
+        self.report.steps = steps_of(&steps_bp);
+        self.s.steps_bp = steps_bp;
+        Ok(self)
+    }
+
+    /// Requests served so far (the warm-up's included).
+    pub fn served(&self) -> u64 {
+        self.served
+    }
+
+    /// Its settings.
+    pub fn settings(&self) -> &SimSettings {
+        &self.s
+    }
+
+    /// Origin fetches in the warm-up's last full window so far.
+    pub fn steady_window(&self) -> Option<u64> {
+        self.report.steady_window
+    }
+
+    /// The most origin fetches in one window so far, the window being
+    /// filled included.
+    pub fn peak(&self) -> u64 {
+        self.report
+            .windows
             .iter()
-            .map(|&bp| StepStats {
-                bp,
-                ..StepStats::default()
-            })
-            .collect(),
-        servers: names
-            .iter()
-            .map(|n| ServerStats {
-                server: n.clone(),
-                ..ServerStats::default()
-            })
-            .collect(),
-        ..SimReport::default()
-    };
-    let owner = |r: &Ring, ix: &[usize], key: &[u8]| -> Option<usize> {
+            .map(|w| w.origin_fetches)
+            .max()
+            .unwrap_or(0)
+            .max(self.window.origin_fetches)
+    }
+
+    fn owner(&self, new_ring: bool, key: &[u8]) -> Option<usize> {
+        let (r, ix) = if new_ring {
+            (self.new, &self.new_ix)
+        } else {
+            (self.old, &self.old_ix)
+        };
         r.node_index_for_hash(r.hash_key(key)).map(|i| ix[i])
-    };
-    let mut window = Window::default();
-    let mut warm_window = 0u64;
-    for (n, key) in trace.into_iter().enumerate() {
-        let n = n as u64;
+    }
+
+    /// Serves one request. Cost: one FNV-1a of the key, one or two ring
+    /// lookups and a hash-map probe or two.
+    pub fn serve(&mut self, key: &[u8]) {
+        let n = self.served;
+        self.served += 1;
         let id = mix64(fnv1a64(key));
-        if n < s.warmup {
-            if let Some(o) = owner(old, &old_ix, key) {
-                if !caches[o].get(id) {
-                    caches[o].insert(id, size);
-                    warm_window += 1;
+        let size = self.s.object_size.unwrap_or(1);
+        if n < self.s.warmup {
+            if let Some(o) = self.owner(false, key) {
+                if !self.caches[o].get(id) {
+                    self.caches[o].insert(id, size);
+                    self.warm_window += 1;
                 }
             }
-            if s.window > 0 && (n + 1) % s.window == 0 {
-                report.steady_window = Some(warm_window);
-                warm_window = 0;
+            if self.s.window > 0 && (n + 1) % self.s.window == 0 {
+                self.report.steady_window = Some(self.warm_window);
+                self.warm_window = 0;
             }
-            continue;
+            return;
         }
-        let counted = n - s.warmup;
-        let step = ((counted / s.requests_per_step.max(1)) as usize)
-            .min(report.steps.len().saturating_sub(1));
-        let Some(st) = report.steps.get_mut(step) else {
-            break;
+        let counted = n - self.s.warmup;
+        let step = ((counted / self.s.requests_per_step.max(1)) as usize)
+            .min(self.report.steps.len().saturating_sub(1));
+        let Some(&bp) = self.s.steps_bp.get(step) else {
+            return;
         };
-        let on_new = (crate::migration::rollout_bucket(key) as u32) < st.bp;
-        let (ring, ix) = if on_new {
-            (new, &new_ix)
-        } else {
-            (old, &old_ix)
+        let on_new = (crate::migration::rollout_bucket(key) as u32) < bp;
+        let Some(server) = self.owner(on_new, key) else {
+            return;
         };
-        let Some(server) = owner(ring, ix, key) else {
-            continue;
-        };
+        let ring = on_new as usize;
+        let (st, w) = (&mut self.report.steps[step], &mut self.window);
         st.requests += 1;
-        window.requests += 1;
-        window.step = step;
-        if caches[server].get(id) {
-            st.hits[on_new as usize] += 1;
-            window.hits[on_new as usize] += 1;
-            report.servers[server].hits += 1;
+        w.requests += 1;
+        w.step = step;
+        if self.caches[server].get(id) {
+            st.hits[ring] += 1;
+            w.hits[ring] += 1;
+            self.report.servers[server].hits += 1;
         } else {
-            st.misses[on_new as usize] += 1;
-            window.misses[on_new as usize] += 1;
-            report.servers[server].misses += 1;
-            let peer = s.fill_from_previous
+            st.misses[ring] += 1;
+            w.misses[ring] += 1;
+            self.report.servers[server].misses += 1;
+            let peer = self.s.fill_from_previous
                 && on_new
-                && owner(old, &old_ix, key).is_some_and(|p| p != server && caches[p].peek(id));
+                && self
+                    .owner(false, key)
+                    .is_some_and(|p| p != server && self.caches[p].peek(id));
+            let (st, w) = (&mut self.report.steps[step], &mut self.window);
             if peer {
                 st.peer_fills += 1;
-                window.peer_fills += 1;
+                w.peer_fills += 1;
             } else {
                 st.origin_fetches += 1;
-                st.origin_bytes += s.object_size.unwrap_or(0);
-                window.origin_fetches += 1;
-                window.origin_bytes += s.object_size.unwrap_or(0);
+                w.origin_fetches += 1;
+                st.origin_bytes += self.s.object_size.unwrap_or(0);
+                w.origin_bytes += self.s.object_size.unwrap_or(0);
             }
-            caches[server].insert(id, size);
+            self.caches[server].insert(id, size);
         }
-        if s.window > 0 && window.requests == s.window {
-            report.windows.push(std::mem::take(&mut window));
+        if self.s.window > 0 && self.window.requests == self.s.window {
+            self.report.windows.push(std::mem::take(&mut self.window));
         }
     }
-    if window.requests > 0 {
-        report.windows.push(window);
+
+    /// The report, the last partial window included.
+    pub fn finish(mut self) -> SimReport {
+        if self.window.requests > 0 {
+            self.report.windows.push(self.window);
+        }
+        self.report
     }
-    report
+}
+
+fn steps_of(steps_bp: &[u32]) -> Vec<StepStats> {
+    steps_bp
+        .iter()
+        .map(|&bp| StepStats {
+            bp,
+            ..StepStats::default()
+        })
+        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::{Node, Ring};
-
-    #[test]
-    fn lru_evicts_the_least_recently_used_and_peek_does_not_promote() {
-        let mut c = Lru::new(2);
-        c.insert(1, 1);
-        c.insert(2, 1);
-        assert!(c.get(1));
-        assert!(c.peek(2));
-        c.insert(3, 1); // evicts 2: 1 was used last, a peek is no use
-        assert!(!c.peek(2) && c.peek(1) && c.peek(3));
-    }
 
     #[test]
     fn a_one_shot_switch_costs_the_moved_keys_and_fill_saves_them() {

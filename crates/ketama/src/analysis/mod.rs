@@ -46,6 +46,8 @@
 
 pub mod cache_sim;
 mod diff;
+mod fewest_steps;
+mod lru;
 mod recommend;
 mod shares;
 pub mod simulate;
