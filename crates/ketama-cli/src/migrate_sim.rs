@@ -163,20 +163,20 @@ pub fn run(
     }
     let keys = workload(a)?;
     let total = keys.order.len() as u64;
-    let sim_with = |steps: &[u32], fill: bool| -> anyhow::Result<SimReport> {
-        let s = settings(a, steps, total, fill)?;
-        Ok(cache_sim::simulate(from, to, keys.keys(), &s))
-    };
-    let sim = |steps: &[u32]| sim_with(steps, a.fill_from_previous);
+    let s = settings(a, steps, total, a.fill_from_previous)?;
     let started = std::time::Instant::now();
-    let report = sim(steps)?;
+    let report = cache_sim::simulate(from, to, keys.keys(), &s);
     let took = started.elapsed();
     let best = match a.max_origin_factor {
         Some(x) => Some(fewest_steps(a, from, to, &keys, total, x)?),
         None => None,
     };
     if let Some(path) = &a.chart {
-        chart(a, path, steps, &sim_with)?;
+        let warm = warm_up(a, from, to, &keys, total)?;
+        let rest = || -> Box<dyn Iterator<Item = &[u8]> + '_> {
+            Box::new(keys.keys().skip(a.warmup as usize))
+        };
+        chart(a, path, steps, &warm, &rest)?;
     }
     if as_json {
         let mut v = json_of(&report);
@@ -251,11 +251,12 @@ pub fn run(
 
 /// The schedule against a one-shot switch, each with and without fill
 /// when fill was asked for.
-fn chart(
+fn chart<'k>(
     a: &SimArgs,
     path: &std::path::Path,
     steps: &[u32],
-    sim: &(dyn Fn(&[u32], bool) -> anyhow::Result<SimReport> + Sync),
+    warm: &cache_sim::Simulation<'_>,
+    rest: &(dyn Fn() -> Box<dyn Iterator<Item = &'k [u8]> + 'k> + Sync),
 ) -> anyhow::Result<()> {
     use plotters::style::RGBColor;
     let fills: &[bool] = if a.fill_from_previous {
@@ -285,18 +286,26 @@ fn chart(
             c2,
         ));
     }
-    // Each line is a simulation of its own: one thread each.
+    // Each line goes on from a copy of the one warm-up, on a thread each.
     let reports: Vec<anyhow::Result<SimReport>> = std::thread::scope(|scope| {
         let handles: Vec<_> = lines
             .iter()
-            .map(|(_, steps, fill, _, _)| scope.spawn(move || sim(steps, *fill)))
+            .map(|(_, steps, fill, _, _)| {
+                scope.spawn(move || -> anyhow::Result<SimReport> {
+                    let mut sim = warm
+                        .clone()
+                        .with_schedule(steps.to_vec())?
+                        .with_fill(*fill)?;
+                    for key in rest() {
+                        sim.serve(key);
+                    }
+                    Ok(sim.finish())
+                })
+            })
             .collect();
         handles
             .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a simulation failed")))
-            })
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
             .collect()
     });
     let mut runs = Vec::new();
@@ -336,6 +345,31 @@ fn json_of(r: &SimReport) -> serde_json::Value {
         "steady_window": r.steady_window,
         "peak_window": r.peak_window().map(|w| w.origin_fetches),
     })
+}
+
+/// The caches after the warm-up, ready for any schedule.
+fn warm_up<'r>(
+    a: &SimArgs,
+    from: &'r Ring,
+    to: &'r Ring,
+    keys: &Workload,
+    total: u64,
+) -> anyhow::Result<cache_sim::Simulation<'r>> {
+    let mut warm = cache_sim::Simulation::new(
+        from,
+        to,
+        settings(a, &[10_000], total, a.fill_from_previous)?,
+    );
+    for key in keys.keys().take(a.warmup as usize) {
+        warm.serve(key);
+    }
+    if warm.served() < a.warmup {
+        bail!(
+            "the trace ({total} requests) ends within --warmup {}: give a shorter one",
+            a.warmup
+        );
+    }
+    Ok(warm)
 }
 
 /// The fewest steps from the ladder whose peak window stays at most

@@ -133,13 +133,23 @@ impl ClientIo {
 
 impl UpstreamIo {
     /// Whether an idle pooled connection is still good: nothing arrived
-    /// on it since its last response (no bytes, no end) as far as the
-    /// reactor has seen, which costs no system call. A connection the
+    /// on it since its last response (no bytes, no end). A connection the
     /// backend closed, or that holds bytes nobody asked for, is not.
+    /// Cost: none while the reactor has seen nothing; one `read(2)` when it
+    /// has, since what it saw may be stale (the event of a segment an
+    /// earlier read already took, delivered after that read), and a good
+    /// connection dropped for it costs a new one.
     pub fn idle_and_open(&self) -> bool {
         let waker = futures_util::task::noop_waker();
         let mut cx = Context::from_waker(&waker);
-        self.tcp().poll_read_ready(&mut cx).is_pending()
+        let tcp = self.tcp();
+        if tcp.poll_read_ready(&mut cx).is_pending() {
+            return true;
+        }
+        // A byte read here is one nobody asked for: the connection is
+        // dropped then, so taking it (even from under TLS) loses nothing.
+        let mut byte = [0u8; 1];
+        matches!(tcp.try_read(&mut byte), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
     }
 }
 
@@ -165,4 +175,61 @@ pub async fn write_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> i
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A connected pair: the backend's end (as the pool holds it) and the
+    /// backend itself.
+    async fn pair() -> (UpstreamIo, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let ours = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (theirs, _) = l.accept().unwrap();
+        (UpstreamIo::Plain(ours), theirs)
+    }
+
+    /// Bytes waiting in our socket, read past tokio (so its readiness
+    /// stays as the reactor left it).
+    fn pending(io: &UpstreamIo) -> usize {
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 16];
+        socket2::SockRef::from(io.tcp()).peek(&mut buf).unwrap_or(0)
+    }
+
+    async fn until(mut ok: impl FnMut() -> bool) {
+        let end = Instant::now() + Duration::from_secs(5);
+        while !ok() {
+            assert!(Instant::now() < end, "timed out");
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stale_readiness_does_not_make_an_idle_connection_look_bad() {
+        use std::io::Write as _;
+        let (io, mut theirs) = pair().await;
+        assert!(io.idle_and_open());
+        // The reactor sees a byte arrive; the byte is then taken without
+        // tokio knowing, as an earlier read takes a segment whose event
+        // comes after it.
+        theirs.write_all(b"x").unwrap();
+        io.tcp().readable().await.unwrap();
+        let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        assert_eq!(socket2::SockRef::from(io.tcp()).recv(&mut buf).unwrap(), 1);
+        assert!(
+            io.idle_and_open(),
+            "an empty socket judged by a stale event"
+        );
+        // Bytes nobody asked for, or the backend's end: not idle.
+        theirs.write_all(b"y").unwrap();
+        until(|| pending(&io) == 1).await;
+        io.tcp().readable().await.unwrap();
+        assert!(!io.idle_and_open());
+        let (io, theirs) = pair().await;
+        drop(theirs);
+        io.tcp().readable().await.unwrap();
+        assert!(!io.idle_and_open());
+    }
 }

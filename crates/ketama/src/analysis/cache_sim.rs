@@ -329,15 +329,28 @@ impl<'r> Simulation<'r> {
     /// allowed only while the warm-up lasts, when nothing has been
     /// counted against a step yet. Cost: none beyond the step list.
     pub fn with_schedule(mut self, steps_bp: Vec<u32>) -> Result<Self, ScheduleStarted> {
+        self.in_warm_up()?;
+        self.report.steps = steps_of(&steps_bp);
+        self.s.steps_bp = steps_bp;
+        Ok(self)
+    }
+
+    /// This simulation with fill from the previous owner on or off, allowed
+    /// only while the warm-up lasts (the warm-up does not depend on it).
+    pub fn with_fill(mut self, fill_from_previous: bool) -> Result<Self, ScheduleStarted> {
+        self.in_warm_up()?;
+        self.s.fill_from_previous = fill_from_previous;
+        Ok(self)
+    }
+
+    fn in_warm_up(&self) -> Result<(), ScheduleStarted> {
         if self.served > self.s.warmup {
             return Err(ScheduleStarted {
                 served: self.served,
                 warmup: self.s.warmup,
             });
         }
-        self.report.steps = steps_of(&steps_bp);
-        self.s.steps_bp = steps_bp;
-        Ok(self)
+        Ok(())
     }
 
     /// Requests served so far (the warm-up's included).
