@@ -10,8 +10,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ketama_router::access_log::AccessLog;
@@ -27,18 +27,35 @@ struct Counting;
 
 static ENGINE_ALLOCS: AtomicU64 = AtomicU64::new(0);
 
+/// While set, the first few counted allocations record where they came
+/// from, so a failure says what allocated.
+static CAPTURE: AtomicBool = AtomicBool::new(false);
+static CAPTURED: AtomicUsize = AtomicUsize::new(0);
+static STACKS: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
 thread_local! {
     static ON_ENGINE: Cell<bool> = const { Cell::new(false) };
+    /// Set while a stack is recorded: its own allocations are not counted.
+    static RECORDING: Cell<bool> = const { Cell::new(false) };
 }
 
 fn count() {
-    if ON_ENGINE.with(Cell::get) {
-        ENGINE_ALLOCS.fetch_add(1, Relaxed);
+    if !ON_ENGINE.with(Cell::get) || RECORDING.with(Cell::get) {
+        return;
+    }
+    ENGINE_ALLOCS.fetch_add(1, Relaxed);
+    if CAPTURE.load(Relaxed) && CAPTURED.fetch_add(1, Relaxed) < 3 {
+        RECORDING.with(|r| r.set(true));
+        let stack = std::backtrace::Backtrace::force_capture().to_string();
+        STACKS.lock().unwrap_or_else(|e| e.into_inner()).push(stack);
+        RECORDING.with(|r| r.set(false));
     }
 }
 
-// SAFETY: forwards every call unchanged to `System`; the counters are a
-// thread-local cell and an atomic, neither of which allocates.
+// SAFETY: forwards every call unchanged to `System`; the counters are
+// thread-local cells and atomics, which do not allocate; recording a stack
+// allocates, with `RECORDING` set so that those allocations are neither
+// counted nor recorded (no recursion).
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         count();
@@ -156,9 +173,15 @@ fn a_kept_alive_request_through_the_engine_allocates_nothing() {
     // request's future in place.
     run(300);
     let before = ENGINE_ALLOCS.load(Relaxed);
+    CAPTURE.store(true, Relaxed);
     run(1000);
+    CAPTURE.store(false, Relaxed);
     let n = ENGINE_ALLOCS.load(Relaxed) - before;
-    assert_eq!(n, 0, "{n} allocations for 1,000 kept-alive requests");
+    let stacks = STACKS.lock().unwrap().join("\n----\n");
+    assert_eq!(
+        n, 0,
+        "{n} allocations for 1,000 kept-alive requests; the first ones came from:\n{stacks}"
+    );
     // The counter counts on the engine's thread: a new connection's first
     // request allocates (its task, its request's future).
     let mut other = TcpStream::connect(addr).unwrap();
