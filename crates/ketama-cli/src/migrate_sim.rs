@@ -383,20 +383,7 @@ fn fewest_steps(
     total: u64,
     factor: f64,
 ) -> anyhow::Result<(Vec<u32>, u64)> {
-    let mut warm = cache_sim::Simulation::new(
-        from,
-        to,
-        settings(a, &[10_000], total, a.fill_from_previous)?,
-    );
-    for key in keys.keys().take(a.warmup as usize) {
-        warm.serve(key);
-    }
-    if warm.served() < a.warmup {
-        bail!(
-            "--max-origin-factor: the trace ({total} requests) ends within --warmup {}",
-            a.warmup
-        );
-    }
+    let warm = warm_up(a, from, to, keys, total)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let rest = || keys.keys().skip(a.warmup as usize);
     let best = cache_sim::fewest_steps(&warm, rest, factor, threads)
