@@ -15,8 +15,9 @@
 #   defaults: 10 s, 5 rounds, sections throughput,alloc,balance,scale,flood
 #   (also: access_log, tls, bodies, conns, cost)
 #   (add tls, or give it alone: scripts/loadbench.sh 10 5 tls).
-#   BASELINE_BIN=DIR adds DIR/router and DIR/stock-jemalloc (built before a
-#   change) to the bodies section's rounds, for an A/B of that change.
+#   BASELINE_BIN=DIR adds DIR/router (built before a change) to the cost
+#   and bodies sections' rounds, and DIR/stock-jemalloc to the bodies
+#   section's, for an A/B of that change.
 # Needs nginx, wrk, h2load and openssl (Debian: apt-get install nginx wrk
 # nghttp2-client openssl; installed here when run as root and missing),
 # cargo and python3. Loopback only.

@@ -140,8 +140,16 @@ def cost(lb):
     procs = [
         ("ketama-router", base, lb.router(base, 1, server_extra="max_connections = 12000")[0]),
         ("stock Pingora (jemalloc)", base + 2, lb.stock(base + 2, 1, binary="stock-jemalloc")),
-        ("nginx (1 worker, hash $request_uri consistent, keepalive 128)", base + 3, loadbench_bodies.nginx(lb, base + 3, False, conns=12000)),
     ]
+    # BASELINE_BIN=DIR: DIR/router, built before a change, in the same
+    # interleaved rounds (an A/B of that change).
+    baseline = os.environ.get("BASELINE_BIN")
+    if baseline:
+        procs.append(("ketama-router (baseline)", base + 4,
+                      lb.router(base + 4, 1, binary=os.path.join(os.path.abspath(baseline), "router"),
+                                server_extra="max_connections = 12000")[0]))
+    procs.append(("nginx (1 worker, hash $request_uri consistent, keepalive 128)", base + 3,
+                  loadbench_bodies.nginx(lb, base + 3, False, conns=12000)))
     pids = {}
     for name, port, p in procs:
         pid = p.pid

@@ -58,6 +58,8 @@ pub const KEYS: &[KeyDoc] = &[
     k("server", "h2c", "false", "plain listeners also take HTTP/2 with prior knowledge (h2c)"),
     k("server", "pipelining", "true", "answer HTTP/1.1 requests a client pipelines, in order, one at a time, as nginx does (false: close after the first answer)"),
     k("server", "h2_max_concurrent_streams", "128", "streams open at once on one HTTP/2 connection, plain or TLS (restart to change)"),
+    k("server", "underscores_in_headers", "false", "request header names may hold _ (false: such a field is ignored, neither routed on nor forwarded, as nginx's underscores_in_headers off)"),
+    k("server", "strip_request_headers", "[]", "request header names removed before routing and forwarding (any case), e.g. [\"x-ketama-fill\"]: fields a client may not send through the router"),
     k("server", "body_buffer_bytes", "262144", "bytes each HTTP/1 body read asks for, from backends and clients; a body of known length takes no more than itself and one byte (16384 to 16777216; restart to change)"),
     k("tls", "listen", "-", "TLS listeners, IP:PORT each (restart to change; absent [tls]: none)"),
     k("tls", "alpn", "[\"h2\", \"http/1.1\"]", "protocols offered by ALPN, in preference order"),

@@ -268,6 +268,16 @@ pub struct ServerSection {
     /// one byte; a large body moves in fewer, larger socket calls. nginx's
     /// `proxy_buffer_size` and `client_body_buffer_size` in one.
     pub body_buffer_bytes: usize,
+    /// Whether `_` is a request header name byte like any other
+    /// (nginx's `underscores_in_headers`). `false`: a field whose name
+    /// holds one is ignored, neither routed on nor forwarded, so a
+    /// backend cannot take a client's `X_Forwarded_For` for the router's
+    /// `X-Forwarded-For`.
+    pub underscores_in_headers: bool,
+    /// Request fields removed before routing and forwarding (any case):
+    /// fields a client may not send through the router, such as one its
+    /// backends trust from their peers only.
+    pub strip_request_headers: Vec<String>,
     /// The Unix socket a graceful upgrade hands the listeners over
     /// (`ketama-router --upgrade`), in a directory closed to other users.
     /// `None`: `upgrade.sock` in systemd's `$RUNTIME_DIRECTORY`, else no
@@ -306,6 +316,8 @@ impl Default for ServerSection {
             // Measured: 256 KiB reads move a 1 MiB body in half the socket
             // calls of Pingora's 64 KiB (docs/router-benchmarks.md).
             body_buffer_bytes: 256 * 1024,
+            underscores_in_headers: false,
+            strip_request_headers: Vec::new(),
             upgrade_sock: None,
         }
     }

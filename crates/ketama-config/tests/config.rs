@@ -135,6 +135,14 @@ fn errors_name_file_and_key() {
             "r.toml: server.body_buffer_bytes: must be from 16384 to 16777216",
         ),
         (
+            "[server]\nstrip_request_headers = [\"x-fill\", \"Content-Length\"]\n",
+            "r.toml: server.strip_request_headers[1]: frames the request or the connection",
+        ),
+        (
+            "[server]\nstrip_request_headers = [\"x fill\"]\n",
+            "r.toml: server.strip_request_headers[0]: is not a header name",
+        ),
+        (
             "[server]\nmax_connections = 0\n",
             "r.toml: server.max_connections: must be at least 1",
         ),

@@ -275,6 +275,9 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
         return Err(Invalid);
     }
     let request_uri = &line[uri_start..i];
+    // The version first: nginx refuses it while it reads the line, the
+    // path once the line is read.
+    let http11 = version(line, i, &mut plain)?;
     let path_end = request_uri
         .iter()
         .position(|&b| b == b'?' || b == b'#')
@@ -282,7 +285,6 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
     if !valid_path(&request_uri[..path_end]) {
         return Err(Invalid);
     }
-    let http11 = version(line, i, &mut plain)?;
     Ok(RequestLine {
         method,
         request_uri,
@@ -349,6 +351,67 @@ fn version(line: &[u8], mut i: usize, plain: &mut bool) -> Result<bool, LineErro
         return Err(Invalid);
     }
     Ok(minor >= 1)
+}
+
+/// What nginx answers a request line that has not ended within the head
+/// limit, having read `prefix` of it: nginx reads a line a byte at a
+/// time, so a byte it refuses there (in the method, a control byte or DEL
+/// in the target, the version) is its answer, not 414. `None`: the line
+/// is only too long.
+pub fn refused_prefix(prefix: &[u8]) -> Option<LineError> {
+    use LineError::{Invalid, Version};
+    let mut i = 0;
+    while prefix.get(i).copied().is_some_and(upper_or_mark) {
+        i += 1;
+    }
+    match prefix.get(i) {
+        None => return None,
+        Some(b' ') if i > 0 => {}
+        Some(_) => return Some(Invalid),
+    }
+    while prefix.get(i) == Some(&b' ') {
+        i += 1;
+    }
+    match prefix.get(i) {
+        None => return None,
+        Some(&c) if c == b'/' || c.is_ascii_alphabetic() => {}
+        Some(_) => return Some(Invalid),
+    }
+    while let Some(&c) = prefix.get(i) {
+        if c == b' ' {
+            break;
+        }
+        if c < 0x20 || c == 0x7f {
+            return Some(Invalid);
+        }
+        i += 1;
+    }
+    while prefix.get(i) == Some(&b' ') {
+        i += 1;
+    }
+    let rest = &prefix[i..];
+    let k = rest.len().min(5);
+    if rest[..k] != b"HTTP/"[..k] {
+        return Some(Invalid);
+    }
+    let (mut major, mut dot) = (0u32, false);
+    for (j, &c) in rest.iter().enumerate().skip(5) {
+        match c {
+            b'0'..=b'9' if !dot => {
+                if j == 5 && c == b'0' {
+                    return Some(Invalid);
+                }
+                major = major * 10 + u32::from(c - b'0');
+                if major > 1 {
+                    return Some(Version);
+                }
+            }
+            b'.' if !dot && j > 5 => dot = true,
+            b'0'..=b'9' | b' ' if dot => {}
+            _ => return Some(Invalid),
+        }
+    }
+    None
 }
 
 /// `ngx_http_validate_host` on the host of an absolute-form target: not

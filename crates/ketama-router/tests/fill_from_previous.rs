@@ -43,6 +43,25 @@ fn documented_config() -> String {
     block.split_once("```").unwrap().0.to_string()
 }
 
+/// The router's lines of the section's TOML block under `[server]`.
+fn documented_server_lines() -> String {
+    let doc = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/migrations.md"),
+    )
+    .unwrap();
+    let section = doc
+        .split_once("### Filling from the previous owner")
+        .unwrap()
+        .1;
+    let block = section.split_once("```toml\n").unwrap().1;
+    let block = block.split_once("```").unwrap().0;
+    let server = block
+        .split_once("[server]\n")
+        .expect("no [server] in the section's TOML")
+        .1;
+    server.split("\n[").next().unwrap().to_string()
+}
+
 /// The documented configuration for cache `i` of `peers`, on loopback.
 fn cache(dir: &Path, i: usize, peers: &[SocketAddr], origin: SocketAddr) -> Nginx {
     let mut conf = documented_config();
@@ -153,7 +172,7 @@ fn run(trace: &[String], fill: bool, peers: &[SocketAddr]) -> Run {
             peers,
             proxy,
             admin,
-            "retries = 0",
+            &format!("retries = 0\n{}", documented_server_lines()),
             &format!("[migration]\nring = {{ compat = \"nginx\", layout = \"compact\", point_multiple = 40 }}\nglobal_bp = 0\n{hint}"),
         )
     });
@@ -311,4 +330,25 @@ fn a_previous_owners_expired_copy_is_not_handed_over() {
         "{:?}",
         resp.headers
     );
+}
+
+/// A client's own `X-Ketama-Fill` through a router inside the caches' `geo`
+/// range (127.0.0.1 here) gets the origin's answer, not a cache-only 599:
+/// the documented `strip_request_headers` removes it; without it, 599.
+#[test]
+fn a_clients_own_fill_header_gets_no_cache_only_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = origin(dir.path());
+    let peers: Vec<SocketAddr> = (0..3).map(|_| free_addr()).collect();
+    let _caches: Vec<Nginx> = (0..3)
+        .map(|i| cache(dir.path(), i, &peers, o.addr))
+        .collect();
+    for (server, want) in [(documented_server_lines(), 200), (String::new(), 599)] {
+        let (r, _rdir, _) = router_from(|proxy, admin, _| {
+            config_with(&peers, proxy, admin, &format!("retries = 0\n{server}"), "")
+        });
+        let path = format!("/obj/own-fill-{want}");
+        let resp = request(r.proxy, "GET", &path, &[("X-Ketama-Fill", "1")], "").unwrap();
+        assert_eq!(resp.status, want, "with [server] {server:?}");
+    }
 }

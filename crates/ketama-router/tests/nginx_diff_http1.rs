@@ -129,6 +129,60 @@ fn a_request_line_sent_a_byte_at_a_time_is_read_in_linear_time() {
     assert!(ratio < 2.0, "CPU per byte {per_byte:?}: x{ratio:.2}");
 }
 
+/// A backend that writes its response head (`n` bytes of fields) one
+/// byte per write, `pace` apart, then a 2-byte body.
+fn trickling_origin(n: usize, pace: Duration) -> SocketAddr {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            c.set_nodelay(true).unwrap();
+            let mut req = Vec::new();
+            let mut byte = [0u8; 1];
+            while !req.ends_with(b"\r\n\r\n") {
+                if c.read(&mut byte).unwrap_or(0) == 0 {
+                    break;
+                }
+                req.push(byte[0]);
+            }
+            let mut head = b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n".to_vec();
+            while head.len() < n {
+                head.extend_from_slice(
+                    format!("x-pad-{}: {}\r\n", head.len(), "p".repeat(40)).as_bytes(),
+                );
+            }
+            head.extend_from_slice(b"\r\nok");
+            for b in head.chunks(1) {
+                if c.write_all(b).is_err() {
+                    break;
+                }
+                std::thread::sleep(pace);
+            }
+        }
+    });
+    addr
+}
+
+/// A response head a backend sends one byte per write is read
+/// incrementally, as a request head is: the router's CPU per byte of a
+/// head 8 times longer is about the same, not 8 times more.
+#[test]
+fn a_response_head_sent_a_byte_at_a_time_is_read_in_linear_time() {
+    let mut per_byte = Vec::new();
+    for len in [4_000, 32_000] {
+        let origin = trickling_origin(len, Duration::from_micros(20));
+        let (r, _dir) = router_over(&[origin], "", "enabled = false");
+        let pid = r.child.id();
+        let before = cpu_seconds(pid);
+        let resp = get(&r, "/slow-head");
+        per_byte.push((cpu_seconds(pid) - before) / len as f64);
+        assert_eq!((resp.status, resp.body.as_str()), (200, "ok"));
+    }
+    let ratio = per_byte[1] / per_byte[0].max(1e-9);
+    eprintln!("router CPU per byte of a trickled response head: {per_byte:?}, x{ratio:.2}");
+    assert!(ratio < 2.0, "CPU per byte {per_byte:?}: x{ratio:.2}");
+}
+
 /// Heads still arriving, in pieces, when nginx and the router are told
 /// to stop gracefully are read whole and answered by both.
 #[test]

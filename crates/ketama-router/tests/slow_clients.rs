@@ -274,3 +274,101 @@ fn an_http2_stream_whose_client_stops_reading_is_reset_and_the_connection_goes_o
     });
     assert_eq!(status_json(&r)["backends"][0]["healthy"], true);
 }
+
+/// A slow TLS reader of a 5 MB response gets every byte, 20 times of 20
+/// on kept-alive connections, and then at a close: rustls takes bytes the
+/// socket cannot yet, so the router flushes after a response's last write
+/// (without it, here, the second response of every connection lost about
+/// 64 KiB at its end, left in rustls' buffer), and ends a connection with
+/// `close_notify`.
+#[test]
+fn a_slow_tls_reader_gets_every_byte() {
+    use common::tls::{tls_section, Ca};
+    const SIZE: usize = 5 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("five.bin"), vec![b'x'; SIZE]).unwrap();
+    let root = dir.path().display().to_string();
+    let o = Nginx::start(|addr| {
+        format!(
+            "server {{ listen {addr}; location / {{ root {root}; try_files /five.bin =404; }} }}"
+        )
+    });
+    let ca = Ca::new(dir.path(), "ca");
+    let cert = ca.issue("a", &["a.test"], 30);
+    let (r, _rdir, _) = router_from(|proxy, admin, _| {
+        format!(
+            "{}\n{}",
+            config_with(&[o.addr], proxy, admin, "", "enabled = false"),
+            tls_section(any_port(), &[&cert], "")
+        )
+    });
+    let tls = r.listener("tls.listen[0]");
+    // A small receive buffer: the router's writes find the socket full.
+    let mut c = slow_tls_client(tls, &ca.cert);
+    let mut whole = 0;
+    for i in 0..20 {
+        let (got, _) = slow_get(&mut c, &format!("/f/{i}"), false);
+        if got == SIZE {
+            whole += 1;
+        } else {
+            // A cut response leaves the connection unusable: a new one.
+            eprintln!("trial {i}: {got} bytes of {SIZE}");
+            c = slow_tls_client(tls, &ca.cert);
+        }
+    }
+    assert_eq!(whole, 20, "responses received whole, of 20");
+    let (got, clean) = slow_get(&mut c, "/f/last", true);
+    assert_eq!((got, clean), (SIZE, true), "a close ends with close_notify");
+}
+
+fn slow_tls_client(addr: SocketAddr, ca: &std::path::Path) -> common::tls::Client {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
+    s.set_recv_buffer_size(16 << 10).unwrap();
+    s.connect(&addr.into()).unwrap();
+    common::tls::client_over(s.into(), "a.test", ca, &["http/1.1"]).unwrap()
+}
+
+/// `GET path` on the TLS connection, its body read slowly (32 KiB, then
+/// 1 ms): the body bytes received (a stall of 3 s ends it), and, with
+/// `close`, whether the connection then ended with `close_notify`.
+fn slow_get(c: &mut common::tls::Client, path: &str, close: bool) -> (usize, bool) {
+    let (tcp, conn) = c;
+    tcp.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let mut s = rustls::Stream::new(conn, tcp);
+    let connection = if close { "close" } else { "keep-alive" };
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: a.test\r\nConnection: {connection}\r\n\r\n"
+    )
+    .unwrap();
+    let mut buf = vec![0u8; 16 << 10];
+    let mut head = Vec::new();
+    let (mut body, mut len) = (0usize, None);
+    loop {
+        let n = match s.read(&mut buf) {
+            Ok(0) => return (body, close && len == Some(body)),
+            Ok(n) => n,
+            Err(_) => return (body, false),
+        };
+        let mut data = &buf[..n];
+        if len.is_none() {
+            head.extend_from_slice(data);
+            let Some(end) = head.windows(4).position(|w| w == b"\r\n\r\n") else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&head[..end]).to_ascii_lowercase();
+            len = text
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .and_then(|v| v.trim().parse().ok());
+            let from = end + 4 - (head.len() - n);
+            data = &buf[from..n];
+        }
+        body += data.len();
+        if !close && Some(body) == len {
+            return (body, false);
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}

@@ -10,22 +10,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::tls::{curl, Ca, Issued, Key};
+use common::tls::{client, curl, tls_section, Ca, Client, Issued, Key};
 use common::*;
 use ketama_router::origin::Origin;
-
-/// The `[tls]` section for these certificates.
-fn tls_section(listen: SocketAddr, certs: &[&Issued], extra: &str) -> String {
-    let mut s = format!("[tls]\nlisten = [\"{listen}\"]\n{extra}\n");
-    for c in certs {
-        s.push_str(&format!(
-            "[[tls.certificates]]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
-            c.cert.display(),
-            c.key.display()
-        ));
-    }
-    s
-}
+use rustls_pki_types::pem::PemObject;
 
 /// A client handshake with rustls: the served certificate's DNS names and
 /// the protocol ALPN chose.
@@ -60,47 +48,6 @@ fn handshake(
         .map(|p| String::from_utf8_lossy(p).into_owned());
     Ok((names, alpn))
 }
-
-type Client = (TcpStream, rustls::ClientConnection);
-
-/// A finished client handshake (optionally with a client certificate).
-fn client(
-    addr: SocketAddr,
-    sni: &str,
-    ca: &Path,
-    alpn: &[&str],
-    cert: Option<&Issued>,
-) -> Result<Client, String> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut roots = rustls::RootCertStore::empty();
-    let pem = std::fs::read(ca).unwrap();
-    for c in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
-    let mut config = match cert {
-        None => builder.with_no_client_auth(),
-        Some(c) => {
-            let chain: Vec<_> = rustls_pki_types::CertificateDer::pem_file_iter(&c.cert)
-                .unwrap()
-                .map(|c| c.unwrap())
-                .collect();
-            let key = rustls_pki_types::PrivateKeyDer::from_pem_file(&c.key).unwrap();
-            builder.with_client_auth_cert(chain, key).unwrap()
-        }
-    };
-    config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
-    let name = rustls_pki_types::ServerName::try_from(sni.to_string()).unwrap();
-    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
-    let mut tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
-    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-    while conn.is_handshaking() {
-        conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
-    }
-    Ok((tcp, conn))
-}
-
-use rustls_pki_types::pem::PemObject;
 
 /// One HTTP/1.1 request on an open TLS connection (kept alive); the
 /// response's status and body.

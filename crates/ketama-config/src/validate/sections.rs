@@ -62,6 +62,37 @@ pub(super) fn listeners(config: &Config, file: &str) -> Result<Vec<SocketAddr>, 
             "must be from 16384 to 16777216 (16 KiB to 16 MiB)",
         ));
     }
+    for (i, name) in s.strip_request_headers.iter().enumerate() {
+        let key = format!("server.strip_request_headers[{i}]");
+        let token = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if !token {
+            return Err(err(
+                file,
+                &key,
+                "is not a header name: give names such as \"x-ketama-fill\"",
+            ));
+        }
+        const FRAMING: [&str; 8] = [
+            "host",
+            "content-length",
+            "transfer-encoding",
+            "connection",
+            "expect",
+            "upgrade",
+            "te",
+            "keep-alive",
+        ];
+        if FRAMING.iter().any(|f| name.eq_ignore_ascii_case(f)) {
+            return Err(err(
+                file,
+                &key,
+                "frames the request or the connection, which the router reads itself: it cannot be stripped",
+            ));
+        }
+    }
     if s.max_connections == Some(0) {
         return Err(err(
             file,

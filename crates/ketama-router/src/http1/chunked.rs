@@ -1,29 +1,44 @@
-//! `Transfer-Encoding: chunked`, read incrementally as nginx reads it
-//! (`ngx_http_parse_chunked`): hexadecimal sizes (extensions after `;`
-//! skipped, spaces or tabs before the line end allowed), each chunk's data
-//! followed by `CRLF` (or `LF`), then trailer lines until an empty one.
-//! Trailers are dropped, as Pingora drops them; the data is handed out in
-//! pieces of the input, never copied.
+//! `Transfer-Encoding: chunked`, read incrementally as nginx 1.22 reads it
+//! (`ngx_http_parse_chunked`, state for state): hexadecimal sizes (any
+//! number of leading zeros, at most `i64`'s range), then after a `;`, a
+//! space or a tab an extension of any bytes up to the line's end; each
+//! chunk's data followed by `CRLF` (or `LF`); trailer lines of any bytes
+//! until an empty one. Trailers are dropped, as nginx drops them; the
+//! data is handed out in pieces of the input, never copied.
 
 /// What went wrong in a chunked body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ChunkError(pub &'static str);
 
-/// Where the reader is.
+/// Where the reader is (nginx's states, by the same names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum State {
-    /// In a chunk's size (`digits` read so far).
-    Size { size: u64, digits: u8 },
-    /// After the size: spaces, an extension, then the line end.
-    SizeRest { size: u64, ext: bool },
-    /// `CR` after the size line; `LF` next.
-    SizeLf { size: u64 },
+    /// Before a chunk's size.
+    Start,
+    /// In a chunk's size.
+    Size { size: u64 },
+    /// In a chunk's extension (after `;`, a space or a tab).
+    Extension { size: u64 },
+    /// `CR` after a chunk's size line; `LF` next.
+    ExtensionAlmostDone { size: u64 },
     /// In a chunk's data.
     Data { left: u64 },
     /// After a chunk's data: `CR LF` or `LF`.
-    DataEnd { cr: bool },
-    /// In a trailer line (`empty`: nothing on it yet).
-    Trailer { empty: bool, cr: bool },
+    AfterData,
+    /// `CR` after the data; `LF` next.
+    AfterDataAlmostDone,
+    /// In the last chunk's extension.
+    LastExtension,
+    /// `CR` after the last chunk's line; `LF` next.
+    LastExtensionAlmostDone,
+    /// At the start of a trailer line (or the final empty one).
+    Trailer,
+    /// `CR` at the start of a trailer line; `LF` next ends the body.
+    TrailerAlmostDone,
+    /// In a trailer line.
+    TrailerHeader,
+    /// `CR` in a trailer line; `LF` next.
+    TrailerHeaderAlmostDone,
     /// The body ended.
     Done,
 }
@@ -37,13 +52,16 @@ pub struct Chunked {
 impl Default for Chunked {
     fn default() -> Self {
         Chunked {
-            state: State::Size { size: 0, digits: 0 },
+            state: State::Start,
         }
     }
 }
 
-/// Sizes above this are refused (nginx's bound: `off_t` less a digit).
+/// A size above this takes no more digits (nginx's bound:
+/// `NGX_MAX_OFF_T_VALUE / 16`).
 const MAX_SIZE: u64 = (i64::MAX as u64) / 16;
+
+const BAD: ChunkError = ChunkError("invalid chunked framing");
 
 impl Chunked {
     /// Whether the last chunk and the trailers have been read.
@@ -61,73 +79,84 @@ impl Chunked {
             self.state = match self.state {
                 State::Done => return Ok(i),
                 State::Data { left } => {
-                    let n = (left as usize).min(input.len() - i);
                     // `left` may exceed usize on 32 bits; the min keeps it
                     // within the input.
+                    let n = (left.min((input.len() - i) as u64)) as usize;
                     data(&input[i..i + n]);
                     i += n;
                     let left = left - n as u64;
                     self.state = if left == 0 {
-                        State::DataEnd { cr: false }
+                        State::AfterData
                     } else {
                         State::Data { left }
                     };
                     continue;
                 }
-                State::Size { size, digits } => match hex(b) {
-                    Some(d) => {
-                        let size = size * 16 + u64::from(d);
-                        if size > MAX_SIZE {
-                            return Err(ChunkError("a chunk size too large"));
-                        }
-                        State::Size {
-                            size,
-                            digits: digits.saturating_add(1),
-                        }
+                State::Start => match hex(b) {
+                    Some(d) => State::Size { size: u64::from(d) },
+                    None => return Err(ChunkError("a chunk size expected")),
+                },
+                State::Size { size } => {
+                    if size > MAX_SIZE {
+                        return Err(ChunkError("a chunk size too large"));
                     }
-                    None if digits == 0 => return Err(ChunkError("a chunk size expected")),
-                    None => match b {
-                        b'\r' => State::SizeLf { size },
-                        b'\n' => self.after_size(size),
-                        b';' => State::SizeRest { size, ext: true },
-                        b' ' | b'\t' => State::SizeRest { size, ext: false },
+                    match (hex(b), size, b) {
+                        (Some(d), _, _) => State::Size {
+                            size: size * 16 + u64::from(d),
+                        },
+                        (None, 0, b'\r') => State::LastExtensionAlmostDone,
+                        (None, 0, b'\n') => State::Trailer,
+                        (None, 0, b';' | b' ' | b'\t') => State::LastExtension,
+                        (None, _, b'\r') => State::ExtensionAlmostDone { size },
+                        (None, _, b'\n') => State::Data { left: size },
+                        (None, _, b';' | b' ' | b'\t') => State::Extension { size },
                         _ => return Err(ChunkError("a bad chunk size")),
-                    },
-                },
-                State::SizeRest { size, ext } => match b {
-                    b'\r' => State::SizeLf { size },
-                    b'\n' => self.after_size(size),
-                    b';' => State::SizeRest { size, ext: true },
-                    b' ' | b'\t' => State::SizeRest { size, ext },
-                    _ if ext && (b >= 0x20 || b == b'\t') && b != 0x7f => {
-                        State::SizeRest { size, ext }
                     }
-                    _ => return Err(ChunkError("a bad chunk size line")),
+                }
+                State::Extension { size } => match b {
+                    b'\r' => State::ExtensionAlmostDone { size },
+                    b'\n' => State::Data { left: size },
+                    _ => State::Extension { size },
                 },
-                State::SizeLf { size } => match b {
-                    b'\n' => self.after_size(size),
+                State::ExtensionAlmostDone { size } => match b {
+                    b'\n' => State::Data { left: size },
                     _ => return Err(ChunkError("a CR without LF after a chunk size")),
                 },
-                State::DataEnd { cr } => match b {
-                    b'\r' if !cr => State::DataEnd { cr: true },
-                    b'\n' => State::Size { size: 0, digits: 0 },
+                State::AfterData => match b {
+                    b'\r' => State::AfterDataAlmostDone,
+                    b'\n' => State::Start,
                     _ => return Err(ChunkError("chunk data longer than its size")),
                 },
-                State::Trailer { empty, cr } => match b {
-                    b'\n' if empty => State::Done,
-                    b'\n' => State::Trailer {
-                        empty: true,
-                        cr: false,
-                    },
-                    b'\r' if !cr => State::Trailer { empty, cr: true },
-                    _ if cr => return Err(ChunkError("a CR without LF in a trailer")),
-                    _ if b < 0x20 && b != b'\t' || b == 0x7f => {
-                        return Err(ChunkError("a control byte in a trailer"))
-                    }
-                    _ => State::Trailer {
-                        empty: false,
-                        cr: false,
-                    },
+                State::AfterDataAlmostDone => match b {
+                    b'\n' => State::Start,
+                    _ => return Err(BAD),
+                },
+                State::LastExtension => match b {
+                    b'\r' => State::LastExtensionAlmostDone,
+                    b'\n' => State::Trailer,
+                    _ => State::LastExtension,
+                },
+                State::LastExtensionAlmostDone => match b {
+                    b'\n' => State::Trailer,
+                    _ => return Err(BAD),
+                },
+                State::Trailer => match b {
+                    b'\r' => State::TrailerAlmostDone,
+                    b'\n' => State::Done,
+                    _ => State::TrailerHeader,
+                },
+                State::TrailerAlmostDone => match b {
+                    b'\n' => State::Done,
+                    _ => return Err(BAD),
+                },
+                State::TrailerHeader => match b {
+                    b'\r' => State::TrailerHeaderAlmostDone,
+                    b'\n' => State::Trailer,
+                    _ => State::TrailerHeader,
+                },
+                State::TrailerHeaderAlmostDone => match b {
+                    b'\n' => State::Trailer,
+                    _ => return Err(ChunkError("a CR without LF in a trailer")),
                 },
             };
             i += 1;
@@ -137,17 +166,6 @@ impl Chunked {
         } else {
             i
         })
-    }
-
-    fn after_size(&self, size: u64) -> State {
-        if size == 0 {
-            State::Trailer {
-                empty: true,
-                cr: false,
-            }
-        } else {
-            State::Data { left: size }
-        }
     }
 }
 
@@ -200,7 +218,7 @@ mod tests {
     #[test]
     fn chunks_extensions_trailers_and_what_follows() {
         let body =
-            b"5;name=value\r\nhello\r\n6 \r\n world\r\na\nabcdefghij\n0\r\nX-T: 1\r\n\r\nNEXT";
+            b"5;name=value\r\nhello\r\n6 \r\n world\r\na foo \x01\nabcdefghij\n0000\r\nX-T: 1\x01\r\n\r\nNEXT";
         for step in [1, 2, 3, 7, body.len()] {
             let (data, used) = read(body, step).unwrap();
             assert_eq!(data, b"hello worldabcdefghij", "step {step}");
@@ -217,6 +235,9 @@ mod tests {
             b"5\rxhello\r\n",
             b"fffffffffffffffff\r\n",
             b"0\r\nX: a\rb\r\n\r\n",
+            b"0x5\r\nhello\r\n",
+            b"-5\r\nhello\r\n",
+            b"5\r\nhello\r\r\n",
         ] {
             let mut c = Chunked::default();
             assert!(c.feed(bad, |_| {}).is_err(), "{}", bad.escape_ascii());

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use tokio::io::AsyncReadExt;
 
-use super::head::{Head, Reader, Refusal};
+use super::head::{Head, Reader, Refusal, Rules};
 use super::io::ClientIo;
 use super::park::{self, Idle, Parked};
 use super::{buffers, exchange, reply, Engine};
@@ -135,7 +135,7 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
     // Resumed soon after its last request: a busy client.
     let mut busy = early.is_none() && client.since.elapsed() < KEEP_WARM;
     let (mut c, mut e) = Conn::new(client, early.unwrap_or_default());
-    let mut reader = Reader::new(1024);
+    let mut reader = Reader::new();
     // A new connection's first head's deadline counts from its accept
     // (about now), a resumed one's from its first byte (about now too).
     let mut began = Instant::now();
@@ -165,9 +165,9 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
         if c.buf.capacity() == 0 {
             c.buf = buffers::take();
         }
-        reader.reset(server.max_header_bytes);
+        reader.reset();
         let deadline = began + Duration::from_millis(server.client_header_timeout_ms);
-        if let Err(no) = read_head(&mut c, &mut reader, deadline).await {
+        if let Err(no) = read_head(&mut c, &mut reader, &Rules::of(server), deadline).await {
             // Boxed: rare, and its future must take no room in this one.
             let refuse = Box::pin(refuse(&e, &mut c, &state, no, reader.started(), began));
             refuse.await;
@@ -191,6 +191,8 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
         let keep;
         (c, keep) = running.as_mut().await;
         if !keep {
+            let send = e.routing.state().validated.config.server.send_timeout_ms;
+            super::send::close(&mut c.io, Duration::from_millis(send)).await;
             return;
         }
         // What the request used goes; pipelined bytes move to the front.
@@ -328,13 +330,24 @@ async fn wait_for_request(c: &mut Conn, wait: Duration) -> Wait {
     .await
 }
 
-/// Reads until the head in `c.buf` is complete, by `deadline`.
-async fn read_head(c: &mut Conn, reader: &mut Reader, deadline: Instant) -> Result<(), NoHead> {
+/// Reads until the head in `c.buf` is complete, by `deadline`; empty
+/// lines before its request line are dropped as they come.
+async fn read_head(
+    c: &mut Conn,
+    reader: &mut Reader,
+    rules: &Rules<'_>,
+    deadline: Instant,
+) -> Result<(), NoHead> {
     loop {
-        match reader.advance(&c.buf, &mut c.head) {
+        match reader.advance(&c.buf, &mut c.head, rules) {
             Ok(true) => return Ok(()),
             Ok(false) => {}
             Err(r) => return Err(NoHead::Refused(r)),
+        }
+        let blank = reader.blank();
+        if blank > 0 {
+            c.buf.drain(..blank);
+            reader.dropped();
         }
         if c.buf.capacity() - c.buf.len() < 1024 {
             c.buf.reserve(4096);

@@ -11,12 +11,13 @@ use ketama::load::LoadGuard;
 use ketama::Route;
 
 use super::conn::Conn;
-use super::forward::{self, Nominated};
-use super::relay::{self, Body, ClientFailure, SendFailure};
+use super::forward;
+use super::relay::{self, Body, ClientFailure};
 use super::reply;
 use super::request::Request;
 use super::respond::{self, Ketama, NoHead, Relayed};
 use super::response::ResponseHead;
+use super::upload::{self, SendFailure, Sent, Watch};
 use super::upstream::{self, Upstream};
 use super::{buffers, Engine};
 use crate::policy::end::Ended;
@@ -125,14 +126,6 @@ fn record(e: &Engine, c: &Conn, state: &RoutingState, began: Instant, t: &Track)
 async fn run(e: &Engine, c: &mut Conn, state: &Arc<RoutingState>, t: &mut Track) -> bool {
     let server = &state.validated.config.server;
     let send_timeout = Duration::from_millis(server.send_timeout_ms);
-    // What Pingora refused in the head it forwarded: a Connection field
-    // naming what must not be dropped.
-    if let Err(bad) = Nominated::of(&c.head, &c.buf) {
-        e.metrics.client_error("bad_framing");
-        t.status = 400;
-        reply::error(c, 400, bad.0, None, false, send_timeout).await;
-        return false;
-    }
     let decided = decide(
         &Request {
             head: &c.head,
@@ -173,6 +166,9 @@ async fn run(e: &Engine, c: &mut Conn, state: &Arc<RoutingState>, t: &mut Track)
     // A small body is read whole before any backend is tried, so a
     // failover can send it again (as Pingora's retry buffer allowed).
     let mut body = Body::of(&c.head);
+    if let Err(f) = relay::continue_if_asked(c, send_timeout).await {
+        return client_failed(e, c, t, f, send_timeout).await;
+    }
     if let Err(f) = relay::buffer_small_body(c, &mut body, server).await {
         return client_failed(e, c, t, f, send_timeout).await;
     }
@@ -279,8 +275,6 @@ fn request_head(
         head: &c.head,
         buf: &c.buf,
     };
-    let nominated =
-        Nominated::of(&c.head, &c.buf).unwrap_or_else(|_| unreachable!("checked before routing"));
     let (slash, target) = req.forward_target();
     let with_slash;
     let target = if slash {
@@ -297,7 +291,7 @@ fn request_head(
         forwarded: forwarded.then_some((c.peer, c.tls)),
         hint,
     };
-    forward::request_head(&c.head, &c.buf, &nominated, &fwd, out);
+    forward::request_head(&c.head, &c.buf, &fwd, out);
 }
 
 /// One attempt at the connected backend: the request, the response head,
@@ -330,15 +324,33 @@ async fn attempt(
     }
     request_head(c, server.forwarded_headers, hint, &mut out);
     t.head_sent = Some(Instant::now());
-    let sent = relay::send_request(c, &mut up, body, &out, server, limits.write_timeout).await;
-    buffers::give(out);
-    match sent {
-        Ok(()) => {}
-        Err(SendFailure::Upstream(f)) => return failed(Stage::AwaitingHead, f),
-        Err(SendFailure::Client(f)) => return Tried::ClientFailed(f),
-    }
     let mut rb = buffers::take();
     let mut head = ResponseHead::new();
+    let mut watch = Watch {
+        rb: &mut rb,
+        head: &mut head,
+    };
+    let sent = upload::send_request(
+        c,
+        &mut up,
+        body,
+        &out,
+        &mut watch,
+        server,
+        limits.write_timeout,
+    )
+    .await;
+    buffers::give(out);
+    let early = match sent {
+        Ok(s) => s == Sent::Answered,
+        Err(f) => {
+            buffers::give(rb);
+            return match f {
+                SendFailure::Upstream(stage, f) => failed(stage, f),
+                SendFailure::Client(f) => Tried::ClientFailed(f),
+            };
+        }
+    };
     let got = respond::read_head(c, &mut up.io, &mut rb, &mut head, limits.read_timeout).await;
     match got {
         Ok(()) => {}
@@ -351,6 +363,13 @@ async fn attempt(
             t.attempt_ended(state);
             return Tried::ClientFailed(ClientFailure::Disconnected);
         }
+    }
+    // A switch of protocols nobody asked for is no answer to this request:
+    // what follows would pass unrouted (nginx reads it as the next
+    // request; the router refuses the response).
+    if head.status == 101 && !forward::is_websocket(&c.head, &c.buf) {
+        buffers::give(rb);
+        return failed(Stage::AwaitingHead, Failure::BadResponse);
     }
     t.upstream_status = Some(head.status);
     let name = state.cache.header().as_bytes();
@@ -379,6 +398,7 @@ async fn attempt(
         &mut rb,
         &head,
         is_head,
+        early,
         ketama,
         limits.read_timeout,
     )
@@ -396,6 +416,11 @@ async fn attempt(
             t.attempt_ended(state);
             if reuse_upstream {
                 super::pool::put(&up.key, up.io, server.upstream_keepalive_pool_size);
+            }
+            if early {
+                // The client may still be sending the body nobody reads:
+                // it gets the answer before the close (`reply::linger`).
+                reply::linger(c).await;
             }
             Tried::Done(keep_client)
         }

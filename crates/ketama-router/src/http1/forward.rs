@@ -1,103 +1,15 @@
 //! The heads the engine writes: a request head for the backend (from the
-//! client's, rewritten as the router's proxy rewrote it through Pingora:
-//! hop-by-hop fields and those the client's `Connection` names dropped, a
-//! WebSocket upgrade's fields normalized, `X-Forwarded-*` added), and a
-//! response head for the client (the backend's, with the router's `Date`,
-//! `Connection` and `x-ketama-*` fields). Every piece is copied from the
-//! buffers it was read into, or from bytes prepared once: no allocation
-//! once the output buffer has grown.
+//! client's, as nginx's proxy writes it: the fields nginx never forwards
+//! ([`NOT_FORWARDED`]) dropped or written anew, `Content-Length` as a plain
+//! number, a WebSocket upgrade's fields normalized, `X-Forwarded-*`
+//! added), and a response head for the client (the backend's, with the
+//! router's `Date`, `Connection` and `x-ketama-*` fields). Every piece is
+//! copied from the buffers it was read into, or from bytes prepared once:
+//! no allocation once the output buffer has grown.
 
-use super::head::{is_tchar, Head};
+use super::fields::NOT_FORWARDED;
+use super::head::Head;
 use super::response::ResponseHead;
-
-/// More `Connection` tokens than this refuse the request (Pingora's bound
-/// on the work a header may ask for).
-const MAX_NOMINATIONS: usize = 10;
-
-/// Fields never forwarded to a backend: hop-by-hop ones (RFC 9110 section
-/// 7.6.1, and the obsolete ones proxies still see), and `Expect`, which
-/// the router answers itself as nginx does.
-const HOP_BY_HOP: [&[u8]; 11] = [
-    b"connection",
-    b"keep-alive",
-    b"proxy-connection",
-    b"proxy-authenticate",
-    b"proxy-authorization",
-    b"te",
-    b"trailer",
-    b"transfer-encoding",
-    b"upgrade",
-    b"http2-settings",
-    b"expect",
-];
-
-/// Why a request cannot be forwarded: its `Connection` field names what
-/// must not be dropped.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct BadConnection(pub &'static str);
-
-/// The fields the client's `Connection` names (dropped on the way; case
-/// ignored), checked as Pingora checks them: no more than
-/// [`MAX_NOMINATIONS`] tokens, each a token, none naming `Host`, an
-/// `X-Forwarded-*` field or a pseudo-header.
-pub struct Nominated<'a> {
-    tokens: [&'a [u8]; MAX_NOMINATIONS],
-    len: usize,
-}
-
-impl<'a> Nominated<'a> {
-    /// Reads the request's `Connection` lines.
-    pub fn of(head: &Head, buf: &'a [u8]) -> Result<Nominated<'a>, BadConnection> {
-        let mut n = Nominated {
-            tokens: [&[]; MAX_NOMINATIONS],
-            len: 0,
-        };
-        let lines = head
-            .headers
-            .iter()
-            .filter(|h| h.name.of(buf).eq_ignore_ascii_case(b"connection"));
-        for h in lines {
-            for token in h
-                .value
-                .of(buf)
-                .split(|&b| b == b',')
-                .map(<[u8]>::trim_ascii)
-            {
-                if token.is_empty() {
-                    continue;
-                }
-                if n.len + 1 >= MAX_NOMINATIONS {
-                    return Err(BadConnection("too many Connection header nominations"));
-                }
-                if token.starts_with(b":") || !token.iter().all(|&b| is_tchar(b)) {
-                    return Err(BadConnection(
-                        "an invalid token nominated by the Connection header",
-                    ));
-                }
-                let protected = [
-                    &b"host"[..],
-                    b"x-forwarded-for",
-                    b"x-forwarded-host",
-                    b"x-forwarded-proto",
-                ];
-                if protected.iter().any(|p| token.eq_ignore_ascii_case(p)) {
-                    return Err(BadConnection(
-                        "a protected header nominated by the Connection header",
-                    ));
-                }
-                n.tokens[n.len] = token;
-                n.len += 1;
-            }
-        }
-        Ok(n)
-    }
-
-    fn names(&self, name: &[u8]) -> bool {
-        self.tokens[..self.len]
-            .iter()
-            .any(|t| t.eq_ignore_ascii_case(name))
-    }
-}
 
 /// What the request head for the backend is made of, besides the
 /// client's head.
@@ -117,8 +29,9 @@ pub struct Upstream<'a> {
     pub hint: Option<(&'a [u8], Option<&'a [u8]>)>,
 }
 
-/// Whether the request asks for a WebSocket upgrade Pingora forwarded:
-/// HTTP/1.1 with `Upgrade: websocket`.
+/// Whether the request asks for a WebSocket upgrade the router forwards:
+/// HTTP/1.1 with `Upgrade: websocket` (its first `Upgrade` field, as
+/// nginx's `$http_upgrade`).
 pub fn is_websocket(head: &Head, buf: &[u8]) -> bool {
     head.http11
         && head
@@ -127,13 +40,7 @@ pub fn is_websocket(head: &Head, buf: &[u8]) -> bool {
 }
 
 /// Writes the request head for the backend into `out` (cleared first).
-pub fn request_head(
-    head: &Head,
-    buf: &[u8],
-    nominated: &Nominated<'_>,
-    up: &Upstream<'_>,
-    out: &mut Vec<u8>,
-) {
+pub fn request_head(head: &Head, buf: &[u8], up: &Upstream<'_>, out: &mut Vec<u8>) {
     out.clear();
     out.extend_from_slice(head.method.of(buf));
     out.push(b' ');
@@ -142,8 +49,14 @@ pub fn request_head(
     let mut xff_seen = false;
     for h in &head.headers {
         let name = h.name.of(buf);
-        let hop = HOP_BY_HOP.iter().any(|n| name.eq_ignore_ascii_case(n));
-        if hop || nominated.names(name) {
+        // The client's Host stays in place, unless the target's authority
+        // replaces it.
+        let dropped = if name.eq_ignore_ascii_case(b"host") {
+            up.host.is_some()
+        } else {
+            NOT_FORWARDED.iter().any(|n| name.eq_ignore_ascii_case(n))
+        };
+        if dropped {
             continue;
         }
         if let Some((ip, _)) = up.forwarded {
@@ -156,9 +69,6 @@ pub fn request_head(
                 xff_seen = true;
                 continue;
             }
-        }
-        if up.host.is_some() && name.eq_ignore_ascii_case(b"host") {
-            continue;
         }
         if up.hint.is_some_and(|(h, _)| name.eq_ignore_ascii_case(h)) {
             continue;
@@ -175,9 +85,13 @@ pub fn request_head(
     }
     if up.chunked {
         out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+    } else if let Some(n) = head.content_length {
+        out.extend_from_slice(b"Content-Length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     if up.websocket {
-        out.extend_from_slice(b"Connection: Upgrade\r\nUpgrade: websocket\r\n");
+        out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: websocket\r\n");
     }
     if let Some((name, Some(value))) = up.hint {
         out.extend_from_slice(name);

@@ -1,39 +1,39 @@
 //! The one reader of an HTTP/1 request head: read once, incrementally, as
 //! its bytes arrive, into positions in the connection's buffer (no header
 //! map, no copy, no allocation once the connection's list of header
-//! positions has grown).
+//! positions has grown). Its rules are nginx 1.22's, so that a backend is
+//! handed what nginx would hand it:
 //!
-//! Its rules are nginx's where a peer could read a head otherwise, and
-//! httparse's (what the router's HTTP/2 and older paths parse with) for a
-//! header line's syntax:
-//!
-//! - empty lines (`CRLF` or `LF`) before the request line are skipped;
-//! - every line ends at `LF`, with an optional `CR` before it; a `CR`
-//!   anywhere else is refused (400); the head ends at the first empty
-//!   line, so `...\n\r\n` and `...\n\n` end it as `...\r\n\r\n` does;
-//! - the request line is read by [`crate::reqline`] (nginx 1.22's rules:
-//!   400, or 505 for a major version over 1);
-//! - a header line is a name of token characters, a colon right after it,
-//!   optional whitespace, then a value of visible characters, spaces,
-//!   tabs and bytes over 0x7f; a line starting with whitespace (an
-//!   obsolete fold) is refused; at most [`MAX_HEADERS`] lines;
-//! - framing, after the last line ([`crate::framing`]'s table): a
-//!   repeated or listed `Content-Length` 400, a `Content-Length` that is
-//!   not a number 400, with `Transfer-Encoding` 400, a coding other than
-//!   one lone `chunked` 501, two `Host` lines 400, HTTP/1.1 without `Host`
+//! - empty lines (any `CR` and `LF` bytes) before the request line are skipped and
+//!   given back to the caller to drop ([`Reader::blank`]): a client
+//!   sending nothing else costs no memory, and every limit counts from
+//!   the request line;
+//! - every line ends at `LF`, with optional `CR`s before it; a `CR`
+//!   followed by anything else is refused (400) as soon as it is seen;
+//! - the request line is read by [`crate::reqline`] (nginx's rules: 400,
+//!   or 505 for a major version over 1);
+//! - header lines by [`super::fields`] (nginx's `ngx_http_parse_header_line`):
+//!   a line nginx ignores (a name byte outside `A-Z a-z 0-9 -`, `_`
+//!   unless `underscores_in_headers`) is neither read nor forwarded, nor
+//!   is a field `strip_request_headers` names; a second of a field nginx
+//!   takes once ([`super::fields::UNIQUE`]) and a `Host` nginx refuses are
 //!   400;
-//! - a head longer than `max_header_bytes` is refused as soon as it
-//!   passes the limit: 414 while still in its request line, else 431.
+//! - after the last line, nginx's checks in nginx's order: HTTP/1.1
+//!   without `Host` 400, a `Content-Length` that is not a number 400,
+//!   `Transfer-Encoding` on HTTP/1.0 400, `chunked` with `Content-Length`
+//!   400, any other coding 501, `CONNECT` and `TRACE` 405;
+//! - a head longer than `max_header_bytes` (from its request line) is
+//!   refused as soon as it passes the limit: 414 while still in its
+//!   request line, else 431. Limits are in bytes only: any number of
+//!   lines and tokens fits in them, as in nginx.
 //!
 //! Cost: each byte is looked at a bounded number of times (a search for
 //! the line's end from where the last read stopped, then one pass over
 //! the complete line), so a head trickled a byte at a time costs what one
 //! sent whole costs.
 
+use super::fields::{self, ConnectionType, Line, UNIQUE};
 use crate::reqline::{self, LineError};
-
-/// At most this many header lines (httparse's array in Pingora's reader).
-pub const MAX_HEADERS: usize = 256;
 
 /// A piece of the connection's buffer: `start..end`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -45,7 +45,8 @@ pub struct Span {
 }
 
 impl Span {
-    fn new(start: usize, end: usize) -> Span {
+    /// The span `start..end`.
+    pub fn new(start: usize, end: usize) -> Span {
         Span {
             start: start as u32,
             end: end as u32,
@@ -59,8 +60,8 @@ impl Span {
     }
 }
 
-/// One header line: its name and its value (without the whitespace
-/// around it).
+/// One header line: its name and its value (without the spaces around
+/// it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Header {
     /// The name, as sent.
@@ -73,7 +74,7 @@ pub struct Header {
 /// `ketama_client_errors_total` counts it under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Refusal {
-    /// 400, 414, 431, 501 or 505.
+    /// 400, 405, 414, 431, 501 or 505.
     pub status: u16,
     /// The counter's reason (`bad_request_line`, `head_too_large`, ...).
     pub reason: &'static str,
@@ -102,14 +103,27 @@ const TOO_LARGE: Refusal = refusal(
     "the request head is over server.max_header_bytes",
 );
 const BAD_HEADER: Refusal = refusal(400, "bad_framing", "a malformed header line");
-const BAD_CR: Refusal = refusal(400, "bad_framing", "a CR that does not end a line");
-const TOO_MANY: Refusal = refusal(400, "bad_framing", "more than 256 header lines");
-const LENGTH_REPEATED: Refusal = refusal(
+const DUPLICATE: Refusal = refusal(
+    400,
+    "duplicate_header",
+    "a header that may appear once is repeated (Expect, Authorization, If-*, Content-Range)",
+);
+const DUPLICATE_FRAMING: Refusal = refusal(
     400,
     "bad_framing",
-    "Content-Length is repeated or a list: send it once, as one number",
+    "Host, Content-Length or Transfer-Encoding is repeated: send it once",
 );
-const LENGTH_INVALID: Refusal = refusal(400, "bad_framing", "Content-Length is not a number");
+const BAD_HOST: Refusal = refusal(400, "bad_host", "an invalid Host header");
+const LENGTH_INVALID: Refusal = refusal(
+    400,
+    "bad_framing",
+    "Content-Length is not a number: send it once, as one number",
+);
+const CODING_10: Refusal = refusal(
+    400,
+    "bad_framing",
+    "Transfer-Encoding in an HTTP/1.0 request",
+);
 const BOTH: Refusal = refusal(
     400,
     "bad_framing",
@@ -120,11 +134,15 @@ const CODING: Refusal = refusal(
     "bad_framing",
     "only Transfer-Encoding: chunked is implemented, alone",
 );
-const HOSTS: Refusal = refusal(400, "bad_framing", "Host is repeated: send it once");
 const NO_HOST: Refusal = refusal(
     400,
     "bad_framing",
     "an HTTP/1.1 request needs a Host header",
+);
+const METHOD: Refusal = refusal(
+    405,
+    "method_not_allowed",
+    "CONNECT and TRACE are not allowed",
 );
 
 /// A request head as read: positions in the connection's buffer, and the
@@ -145,7 +163,8 @@ pub struct Head {
     pub empty_path: bool,
     /// HTTP/1.1 (or a later 1.x); HTTP/1.0 otherwise.
     pub http11: bool,
-    /// The header lines, in order.
+    /// The header lines read (those nginx ignores, and those
+    /// `strip_request_headers` names, left out), in order.
     pub headers: Vec<Header>,
     /// The whole head's length, its final empty line included.
     pub len: usize,
@@ -155,12 +174,8 @@ pub struct Head {
     pub chunked: bool,
     /// The `Host` line (its index in `headers`).
     pub host: Option<usize>,
-    /// `Connection: close` (any case, among other tokens).
-    pub close: bool,
-    /// `Connection: keep-alive`.
-    pub keep_alive: bool,
-    /// `Connection: upgrade`, with an `Upgrade` line.
-    pub upgrade: bool,
+    /// What the `Connection` lines ask, as nginx reads them.
+    pub connection: Option<ConnectionType>,
     /// `Expect: 100-continue`.
     pub expect_continue: bool,
 }
@@ -183,20 +198,58 @@ impl Head {
             .map(|h| h.value.of(buf))
     }
 
-    /// Whether the connection may serve another request after this one
-    /// (HTTP/1.1 unless `Connection: close`; HTTP/1.0 only with
-    /// `Connection: keep-alive`).
+    /// Whether the connection may serve another request after this one,
+    /// as nginx decides: `Connection` (see [`fields::connection_type`])
+    /// when it says, else HTTP/1.1 keeps and HTTP/1.0 closes.
     pub fn wants_keep_alive(&self) -> bool {
-        if self.http11 {
-            !self.close
-        } else {
-            self.keep_alive && !self.close
+        match self.connection {
+            Some(ConnectionType::Close) => false,
+            Some(ConnectionType::KeepAlive) => true,
+            None => self.http11,
         }
     }
 
     /// Whether a body follows the head.
     pub fn has_body(&self) -> bool {
         self.chunked || self.content_length.is_some_and(|n| n > 0)
+    }
+}
+
+/// How heads are read: the `[server]` settings that shape them (borrowed:
+/// made per request at no cost).
+#[derive(Clone, Copy, Debug)]
+pub struct Rules<'a> {
+    /// `max_header_bytes`.
+    pub max_head: usize,
+    /// `underscores_in_headers`: `_` is a name byte.
+    pub underscores: bool,
+    /// `strip_request_headers`: fields left out (any case).
+    pub strip: &'a [String],
+}
+
+impl Rules<'_> {
+    /// nginx's defaults, with heads of at most `max_head` bytes.
+    pub fn new(max_head: usize) -> Rules<'static> {
+        Rules {
+            max_head,
+            underscores: false,
+            strip: &[],
+        }
+    }
+
+    /// The rules a `[server]` section sets.
+    pub fn of(server: &ketama_config::model::ServerSection) -> Rules<'_> {
+        Rules {
+            max_head: server.max_header_bytes,
+            underscores: server.underscores_in_headers,
+            strip: &server.strip_request_headers,
+        }
+    }
+
+    fn strips(&self, name: &[u8]) -> bool {
+        self.strip
+            .iter()
+            .any(|s| name.eq_ignore_ascii_case(s.as_bytes()))
     }
 }
 
@@ -216,13 +269,12 @@ enum Phase {
 /// What the reader has seen of the framing lines so far.
 #[derive(Clone, Copy, Debug, Default)]
 struct Framing {
-    lengths: u32,
-    length_list: bool,
+    /// Fields of [`UNIQUE`] seen, by index.
+    unique: u16,
+    /// The `Content-Length` value was not a number.
     length_invalid: bool,
-    codings: u32,
-    lone_chunked: bool,
-    hosts: u32,
-    upgrade_line: bool,
+    /// The `Transfer-Encoding` value, when sent: exactly `chunked`.
+    coding: Option<bool>,
 }
 
 /// Reads one head at a time from the start of a buffer, as its bytes
@@ -233,23 +285,27 @@ pub struct Reader {
     /// Bytes of the buffer already looked at.
     scanned: usize,
     framing: Framing,
-    max_head: usize,
+}
+
+impl Default for Reader {
+    fn default() -> Self {
+        Reader::new()
+    }
 }
 
 impl Reader {
-    /// A reader of heads of at most `max_head` bytes.
-    pub fn new(max_head: usize) -> Reader {
+    /// A reader at the start of a head.
+    pub fn new() -> Reader {
         Reader {
             phase: Phase::Start,
             scanned: 0,
             framing: Framing::default(),
-            max_head,
         }
     }
 
     /// Starts over for the next head (its bytes from the buffer's start).
-    pub fn reset(&mut self, max_head: usize) {
-        *self = Reader::new(max_head);
+    pub fn reset(&mut self) {
+        *self = Reader::new();
     }
 
     /// Whether any byte of a head (beyond empty lines) has been seen.
@@ -257,10 +313,36 @@ impl Reader {
         !matches!(self.phase, Phase::Start)
     }
 
+    /// Bytes at the buffer's start that are empty lines before the request
+    /// line, for the caller to drop (then [`Reader::dropped`]): nothing
+    /// is kept of them.
+    pub fn blank(&self) -> usize {
+        match self.phase {
+            Phase::Start => self.scanned,
+            Phase::Line { start } => start,
+            _ => 0,
+        }
+    }
+
+    /// The caller dropped the [`Reader::blank`] bytes from the buffer's
+    /// start.
+    pub fn dropped(&mut self) {
+        let n = self.blank();
+        self.scanned -= n;
+        if let Phase::Line { start } = &mut self.phase {
+            *start -= n;
+        }
+    }
+
     /// Reads what `buf` holds past what was read before. `Ok(true)`: the
     /// head is complete (`head` holds it; `head.len` bytes of `buf`);
     /// `Ok(false)`: more bytes are needed.
-    pub fn advance(&mut self, buf: &[u8], head: &mut Head) -> Result<bool, Refusal> {
+    pub fn advance(
+        &mut self,
+        buf: &[u8],
+        head: &mut Head,
+        rules: &Rules<'_>,
+    ) -> Result<bool, Refusal> {
         loop {
             match self.phase {
                 Phase::Done => return Ok(true),
@@ -268,16 +350,11 @@ impl Reader {
                     if self.scanned == 0 {
                         head.clear();
                     }
-                    // Empty lines: CR LF or LF.
+                    // Empty lines: nginx skips every CR and LF here.
                     loop {
                         match buf.get(self.scanned) {
                             None => return Ok(false),
-                            Some(b'\n') => self.scanned += 1,
-                            Some(b'\r') => match buf.get(self.scanned + 1) {
-                                None => return Ok(false),
-                                Some(b'\n') => self.scanned += 2,
-                                Some(_) => return Err(BAD_LINE),
-                            },
+                            Some(b'\r' | b'\n') => self.scanned += 1,
                             Some(_) => break,
                         }
                     }
@@ -286,16 +363,24 @@ impl Reader {
                     };
                 }
                 Phase::Line { start } => {
-                    let found = self.find_lf(buf).map_err(|_| BAD_LINE)?;
-                    let Some(lf) = found else {
-                        return if buf.len() > self.max_head {
-                            Err(LINE_TOO_LONG)
+                    let max = start + rules.max_head;
+                    // nginx reads the line a byte at a time: a version it
+                    // refuses before the stray CR is its answer.
+                    let found = self.find_lf(buf, None).map_err(|cr| {
+                        match reqline::parse(&buf[start..cr]) {
+                            Err(LineError::Version) => BAD_VERSION,
+                            _ => BAD_LINE,
+                        }
+                    });
+                    let Some(lf) = found? else {
+                        return if buf.len() > max {
+                            Err(too_long(&buf[start..]))
                         } else {
                             Ok(false)
                         };
                     };
-                    if lf + 1 > self.max_head {
-                        return Err(LINE_TOO_LONG);
+                    if lf + 1 > max {
+                        return Err(too_long(&buf[start..line_end(buf, start, lf)]));
                     }
                     let end = line_end(buf, start, lf);
                     self.request_line(buf, start, end, head)?;
@@ -303,25 +388,46 @@ impl Reader {
                     self.phase = Phase::Headers { line_start: lf + 1 };
                 }
                 Phase::Headers { line_start } => {
-                    let Some(lf) = self.find_lf(buf)? else {
-                        return if buf.len() > self.max_head {
+                    let max = head.line.start as usize + rules.max_head;
+                    let found = self.find_lf(buf, Some(line_start));
+                    let Some(lf) = found.map_err(|_| BAD_HEADER)? else {
+                        return if buf.len() > max {
                             Err(TOO_LARGE)
                         } else {
                             Ok(false)
                         };
                     };
-                    if lf + 1 > self.max_head {
+                    if lf + 1 > max {
                         return Err(TOO_LARGE);
                     }
-                    let end = line_end(buf, line_start, lf);
                     self.scanned = lf + 1;
-                    if end == line_start {
-                        head.len = lf + 1;
-                        self.phase = Phase::Done;
-                        self.finish(buf, head)?;
-                        return Ok(true);
+                    let line = &buf[line_start..lf];
+                    match fields::read_line(line, rules.underscores, false) {
+                        Err(_) => return Err(BAD_HEADER),
+                        Ok(Line::End) => {
+                            head.len = lf + 1;
+                            self.phase = Phase::Done;
+                            self.finish(buf, head)?;
+                            return Ok(true);
+                        }
+                        Ok(Line::Field {
+                            name_end,
+                            value_start,
+                            value_end,
+                            ignored,
+                        }) => {
+                            let name = &line[..name_end];
+                            if !ignored && !rules.strips(name) {
+                                let at = |i| line_start + i;
+                                let h = Header {
+                                    name: Span::new(line_start, at(name_end)),
+                                    value: Span::new(at(value_start), at(value_end)),
+                                };
+                                self.note(name, &line[value_start..value_end], head)?;
+                                head.headers.push(h);
+                            }
+                        }
                     }
-                    self.header_line(buf, line_start, end, head)?;
                     self.phase = Phase::Headers { line_start: lf + 1 };
                 }
             }
@@ -330,14 +436,25 @@ impl Reader {
 
     /// The next LF at or after the scan's position; the scan moves to the
     /// end of `buf` when there is none, so no byte is searched twice. A CR
-    /// followed by anything but LF is refused at once, as nginx and
-    /// httparse refuse it.
-    fn find_lf(&mut self, buf: &[u8]) -> Result<Option<usize>, Refusal> {
+    /// nginx would refuse is refused at once: in the request line
+    /// (`line_start` `None`) any not followed by LF, in a header line
+    /// (starting at `line_start`) as [`fields::bad_cr`] says.
+    /// `Err` holds the refused CR's position.
+    fn find_lf(&mut self, buf: &[u8], line_start: Option<usize>) -> Result<Option<usize>, usize> {
         let from = self.scanned;
         for (i, &b) in buf[from..].iter().enumerate() {
+            let at = from + i;
             match b {
-                b'\n' => return Ok(Some(from + i)),
-                b'\r' if buf.get(from + i + 1).is_some_and(|&n| n != b'\n') => return Err(BAD_CR),
+                b'\n' => return Ok(Some(at)),
+                b'\r' => {
+                    let bad = match line_start {
+                        None => buf.get(at + 1).is_some_and(|&n| n != b'\n'),
+                        Some(s) => fields::bad_cr(&buf[s..], at - s),
+                    };
+                    if bad {
+                        return Err(at);
+                    }
+                }
                 _ => {}
             }
         }
@@ -376,126 +493,91 @@ impl Reader {
         Ok(())
     }
 
-    fn header_line(
-        &mut self,
-        buf: &[u8],
-        start: usize,
-        end: usize,
-        head: &mut Head,
-    ) -> Result<(), Refusal> {
-        let line = &buf[start..end];
-        let name_len = line
-            .iter()
-            .position(|&b| !is_tchar(b))
-            .unwrap_or(line.len());
-        if name_len == 0 || line.get(name_len) != Some(&b':') {
-            return Err(BAD_HEADER);
-        }
-        let mut v = name_len + 1;
-        while matches!(line.get(v), Some(b' ' | b'\t')) {
-            v += 1;
-        }
-        let mut e = line.len();
-        if !line[v..]
-            .iter()
-            .all(|&b| b == b'\t' || b >= 0x20 && b != 0x7f)
-        {
-            return Err(BAD_HEADER);
-        }
-        while e > v && matches!(line[e - 1], b' ' | b'\t') {
-            e -= 1;
-        }
-        if head.headers.len() == MAX_HEADERS {
-            return Err(TOO_MANY);
-        }
-        let (name, value) = (&line[..name_len], &line[v..e]);
-        self.note(name, value, head);
-        head.headers.push(Header {
-            name: Span::new(start, start + name_len),
-            value: Span::new(start + v, start + e),
-        });
-        Ok(())
-    }
-
-    /// Records what a header line says of framing and the connection.
-    fn note(&mut self, name: &[u8], value: &[u8], head: &mut Head) {
+    /// Records what a field says of framing and the connection, refusing
+    /// what nginx refuses at the line: a second of a [`UNIQUE`] field, an
+    /// invalid `Host`.
+    fn note(&mut self, name: &[u8], value: &[u8], head: &mut Head) -> Result<(), Refusal> {
         let f = &mut self.framing;
+        if let Some(i) = UNIQUE.iter().position(|u| name.eq_ignore_ascii_case(u)) {
+            if f.unique & (1 << i) != 0 {
+                let framing = [&b"host"[..], b"content-length", b"transfer-encoding"];
+                return Err(if framing.contains(&UNIQUE[i]) {
+                    DUPLICATE_FRAMING
+                } else {
+                    DUPLICATE
+                });
+            }
+            f.unique |= 1 << i;
+        }
         if name.eq_ignore_ascii_case(b"content-length") {
-            f.lengths += 1;
-            f.length_list |= value.contains(&b',');
-            match parse_length(value) {
+            match fields::parse_length(value) {
                 Some(n) => head.content_length = Some(n),
                 None => f.length_invalid = true,
             }
         } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-            f.codings += 1;
-            f.lone_chunked = value.eq_ignore_ascii_case(b"chunked");
+            f.coding = Some(value.eq_ignore_ascii_case(b"chunked"));
         } else if name.eq_ignore_ascii_case(b"host") {
-            f.hosts += 1;
+            if !fields::valid_host(value) {
+                return Err(BAD_HOST);
+            }
             head.host = Some(head.headers.len());
         } else if name.eq_ignore_ascii_case(b"connection") {
-            for token in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                head.close |= token.eq_ignore_ascii_case(b"close");
-                head.keep_alive |= token.eq_ignore_ascii_case(b"keep-alive");
-                head.upgrade |= token.eq_ignore_ascii_case(b"upgrade");
+            if let Some(t) = fields::connection_type(value) {
+                head.connection = Some(t);
             }
-        } else if name.eq_ignore_ascii_case(b"upgrade") {
-            f.upgrade_line = true;
         } else if name.eq_ignore_ascii_case(b"expect") {
             head.expect_continue = value.eq_ignore_ascii_case(b"100-continue");
         }
+        Ok(())
     }
 
-    /// The framing rules, in [`crate::framing`]'s order.
-    fn finish(&mut self, _buf: &[u8], head: &mut Head) -> Result<(), Refusal> {
+    /// nginx's checks after the last line, in its order
+    /// (`ngx_http_process_request_header`).
+    fn finish(&mut self, buf: &[u8], head: &mut Head) -> Result<(), Refusal> {
         let f = self.framing;
-        if f.lengths > 1 || f.length_list {
-            return Err(LENGTH_REPEATED);
-        }
-        if f.codings > 0 && f.lengths > 0 {
-            return Err(BOTH);
-        }
-        if f.codings > 1 || (f.codings == 1 && !f.lone_chunked) {
-            return Err(CODING);
-        }
-        if f.hosts > 1 {
-            return Err(HOSTS);
-        }
-        if head.http11 && f.hosts == 0 {
+        if head.http11 && head.host.is_none() {
             return Err(NO_HOST);
         }
         if f.length_invalid {
             return Err(LENGTH_INVALID);
         }
-        head.chunked = f.codings == 1;
-        head.upgrade &= f.upgrade_line;
+        if let Some(chunked) = f.coding {
+            if !head.http11 {
+                return Err(CODING_10);
+            }
+            if !chunked {
+                return Err(CODING);
+            }
+            if head.content_length.is_some() {
+                return Err(BOTH);
+            }
+            head.chunked = true;
+        }
+        if matches!(head.method.of(buf), b"CONNECT" | b"TRACE") {
+            return Err(METHOD);
+        }
         Ok(())
     }
 }
 
-/// The end of a line whose LF is at `lf`: before the CR when one is
-/// there.
+/// A request line over the limit: 414, unless nginx, reading it a byte
+/// at a time, would have refused a byte of it first.
+fn too_long(prefix: &[u8]) -> Refusal {
+    match reqline::refused_prefix(prefix) {
+        None => LINE_TOO_LONG,
+        Some(LineError::Version) => BAD_VERSION,
+        Some(LineError::Invalid) => BAD_LINE,
+    }
+}
+
+/// The end of a line whose LF is at `lf`: before the CRs when there are
+/// some.
 fn line_end(buf: &[u8], start: usize, lf: usize) -> usize {
-    if lf > start && buf[lf - 1] == b'\r' {
-        lf - 1
-    } else {
-        lf
+    let mut end = lf;
+    while end > start && buf[end - 1] == b'\r' {
+        end -= 1;
     }
-}
-
-/// RFC 9110's token characters (a header name's).
-pub fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-/// A `Content-Length` value: decimal digits only, as nginx reads it (no
-/// sign, no space inside), within `i64` (nginx's `off_t`).
-pub fn parse_length(v: &[u8]) -> Option<u64> {
-    if v.is_empty() || v.len() > 19 || !v.iter().all(u8::is_ascii_digit) {
-        return None;
-    }
-    let n = v.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
-    (n <= i64::MAX as u64).then_some(n)
+    end
 }
 
 #[cfg(test)]

@@ -33,7 +33,9 @@ use crate::state::StateReader;
 mod buffers;
 pub mod chunked;
 pub mod conn;
+pub mod date;
 pub mod exchange;
+pub mod fields;
 pub mod forward;
 pub mod head;
 pub mod io;
@@ -46,6 +48,7 @@ pub mod respond;
 pub mod response;
 pub mod send;
 pub mod tunnel;
+pub mod upload;
 pub mod upstream;
 
 /// What the engine serves with: the routing state, the counters and the

@@ -43,7 +43,7 @@ pub async fn error(
     out.push(b' ');
     out.extend_from_slice(reason(status).as_bytes());
     out.extend_from_slice(b"\r\nServer: ketama-router\r\nDate: ");
-    out.extend_from_slice(pingora::protocols::http::date::get_cached_date().as_bytes());
+    out.extend_from_slice(&super::date::now());
     out.extend_from_slice(b"\r\nContent-Length: ");
     out.extend_from_slice(n.format(body_len).as_bytes());
     out.extend_from_slice(b"\r\nCache-Control: private, no-store\r\n");

@@ -21,7 +21,7 @@ use crate::policy::Failure;
 use crate::state::RoutingState;
 
 /// A response head larger than this is refused (Pingora's bound).
-const MAX_RESPONSE_HEAD: usize = 1 << 20;
+pub const MAX_RESPONSE_HEAD: usize = 1 << 20;
 
 /// Why no response head was read.
 pub enum NoHead {
@@ -72,6 +72,7 @@ pub async fn read_head(
         match head.parse(rb) {
             Ok(true) if (100..200).contains(&head.status) && head.status != 101 => {
                 rb.drain(..head.len);
+                head.restart();
                 continue;
             }
             Ok(true) => return Ok(()),
@@ -153,7 +154,9 @@ fn ketama_lines(k: &Ketama<'_>, out: &mut Vec<u8>) {
     }
 }
 
-/// Relays the response whose head `head` is at the start of `rb`.
+/// Relays the response whose head `head` is at the start of `rb`;
+/// `early`: it came before the request's body was all sent (neither
+/// connection is kept then).
 #[allow(clippy::too_many_arguments)]
 pub async fn respond(
     c: &mut Conn,
@@ -162,6 +165,7 @@ pub async fn respond(
     rb: &mut Vec<u8>,
     head: &ResponseHead,
     is_head_request: bool,
+    early: bool,
     ketama: Option<Ketama<'_>>,
     read_timeout: Duration,
 ) -> Relayed {
@@ -174,6 +178,7 @@ pub async fn respond(
     // connection closes after this answer.
     let leftover = c.buf.len() > c.used;
     let keep_client = c.head.wants_keep_alive()
+        && !early
         && !switching
         && kind != BodyKind::UntilClose
         && (kind != BodyKind::Chunked || client11)
@@ -184,7 +189,7 @@ pub async fn respond(
     if let Some(k) = &ketama {
         ketama_lines(k, &mut extra);
     }
-    let date = pingora::protocols::http::date::get_cached_date();
+    let date = super::date::now();
     let mut out = super::buffers::take();
     forward::response_head(
         head,
@@ -193,7 +198,7 @@ pub async fn respond(
             keep_alive: keep_client,
             chunked: chunked_out,
             extra: &extra,
-            date: date.as_bytes(),
+            date: &date,
         },
         &mut out,
     );
@@ -228,7 +233,7 @@ pub async fn respond(
                 status,
                 bytes,
                 keep_client,
-                reuse_upstream: clean && !head.close && kind != BodyKind::UntilClose,
+                reuse_upstream: clean && !early && !head.close && kind != BodyKind::UntilClose,
             }
         }
         Err((Side::Upstream(failure), bytes)) => Relayed::Upstream {

@@ -1,11 +1,17 @@
-//! A backend's response head: parsed once (httparse), with the framing
-//! rules nginx applies to upstreams (`ngx_http_upstream` and
-//! `ngx_http_proxy_module`): two `Content-Length` lines, one that is not a
-//! number, `Content-Length` with `Transfer-Encoding`, or a coding other
-//! than `chunked` make the response invalid (502, blamed on the backend,
-//! as a bad head).
+//! A backend's response head, read incrementally as its bytes arrive
+//! (each byte looked at a bounded number of times, as the request head's
+//! reader does), by nginx's rules for upstreams: the status line as
+//! `ngx_http_parse_status_line` reads it, header lines by
+//! [`super::fields`] (a response's names may hold any byte nginx does not
+//! refuse). Its framing is read more strictly than nginx 1.22 reads an
+//! upstream's, because a pooled connection read two ways would hand one
+//! response's bytes to the next request: two `Content-Length` lines, one
+//! that is not a number, `Content-Length` with `Transfer-Encoding`, or a
+//! coding other than `chunked` make the response invalid (502, blamed on
+//! the backend, as a bad head).
 
-use super::head::{parse_length, Header, Span, MAX_HEADERS};
+use super::fields::{self, Line};
+use super::head::{Header, Span};
 
 /// How the response's body is delimited.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -20,6 +26,18 @@ pub enum BodyKind {
     UntilClose,
 }
 
+/// Where the reader is within a head.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Phase {
+    /// In the status line.
+    #[default]
+    Status,
+    /// In the header lines; the current one began here.
+    Headers { line_start: usize },
+    /// The head is complete.
+    Done,
+}
+
 /// A response head as read: positions in the buffer it was read into.
 #[derive(Debug, Default)]
 pub struct ResponseHead {
@@ -31,15 +49,21 @@ pub struct ResponseHead {
     pub headers: Vec<Header>,
     /// The head's length.
     pub len: usize,
-    /// HTTP/1.1 (else 1.0: the connection closes after it unless
-    /// `Connection: keep-alive`).
+    /// HTTP/1.1 or later (else 1.0: the backend's connection is not kept,
+    /// as nginx keeps none).
     pub http11: bool,
-    /// `Connection: close` (or HTTP/1.0 without `keep-alive`).
+    /// The backend's connection closes after it (`Connection: close`, or
+    /// HTTP/1.0).
     pub close: bool,
     /// `Content-Length`.
     pub content_length: Option<u64>,
     /// `Transfer-Encoding: chunked`.
     pub chunked: bool,
+    phase: Phase,
+    /// Bytes of the buffer already looked at.
+    scanned: usize,
+    lengths: u32,
+    codings: u32,
 }
 
 /// Why a response head is invalid.
@@ -68,70 +92,171 @@ impl ResponseHead {
         }
     }
 
-    /// Parses the head at the start of `buf`: `Ok(false)` while it is
-    /// incomplete.
+    /// Starts over: the next head begins at the buffer's start.
+    pub fn restart(&mut self) {
+        let mut headers = std::mem::take(&mut self.headers);
+        headers.clear();
+        *self = ResponseHead {
+            headers,
+            ..ResponseHead::default()
+        };
+    }
+
+    /// Reads the head at the start of `buf`, from where the last call
+    /// stopped (`buf` holds what it held then, and more): `Ok(false)`
+    /// while it is incomplete.
     pub fn parse(&mut self, buf: &[u8]) -> Result<bool, BadResponse> {
-        let mut raw = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut r = httparse::Response::new(&mut raw);
-        let len = match r.parse(buf) {
-            Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) => return Ok(false),
-            Err(_) => return Err(BadResponse("a malformed response head")),
-        };
-        let base = buf.as_ptr() as usize;
-        let span = |s: &[u8]| {
-            let start = s.as_ptr() as usize - base;
-            Span {
-                start: start as u32,
-                end: (start + s.len()) as u32,
-            }
-        };
-        self.status = r.code.unwrap_or(0);
-        self.reason = r.reason.map_or(Span::default(), |s| span(s.as_bytes()));
-        self.http11 = r.version == Some(1);
-        self.len = len;
-        self.headers.clear();
-        self.content_length = None;
-        self.chunked = false;
-        let (mut lengths, mut codings, mut keep_alive) = (0, 0, false);
-        self.close = false;
-        for h in r.headers.iter() {
-            let (name, value) = (h.name.as_bytes(), h.value);
-            if name.eq_ignore_ascii_case(b"content-length") {
-                lengths += 1;
-                self.content_length = Some(
-                    parse_length(value.trim_ascii())
-                        .ok_or(BadResponse("an invalid Content-Length from the backend"))?,
-                );
-            } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                codings += 1;
-                if !value.trim_ascii().eq_ignore_ascii_case(b"chunked") {
-                    return Err(BadResponse("a Transfer-Encoding other than chunked"));
+        loop {
+            match self.phase {
+                Phase::Done => return Ok(true),
+                Phase::Status => {
+                    let Some(lf) = self.find_lf(buf, None)? else {
+                        return Ok(false);
+                    };
+                    let end = if lf > 0 && buf[lf - 1] == b'\r' {
+                        lf - 1
+                    } else {
+                        lf
+                    };
+                    self.status_line(buf, end)?;
+                    self.scanned = lf + 1;
+                    self.phase = Phase::Headers { line_start: lf + 1 };
                 }
-                self.chunked = true;
-            } else if name.eq_ignore_ascii_case(b"connection") {
-                for t in value.split(|&b| b == b',').map(<[u8]>::trim_ascii) {
-                    self.close |= t.eq_ignore_ascii_case(b"close");
-                    keep_alive |= t.eq_ignore_ascii_case(b"keep-alive");
+                Phase::Headers { line_start } => {
+                    let Some(lf) = self.find_lf(buf, Some(line_start))? else {
+                        return Ok(false);
+                    };
+                    self.scanned = lf + 1;
+                    self.phase = Phase::Headers { line_start: lf + 1 };
+                    let line = &buf[line_start..lf];
+                    match fields::read_line(line, true, true) {
+                        Err(_) => return Err(BadResponse("a malformed response header line")),
+                        Ok(Line::End) => {
+                            self.len = lf + 1;
+                            self.phase = Phase::Done;
+                            self.finish()?;
+                            return Ok(true);
+                        }
+                        Ok(Line::Field { ignored: true, .. }) => {}
+                        Ok(Line::Field {
+                            name_end,
+                            value_start,
+                            value_end,
+                            ignored: false,
+                        }) => {
+                            self.note(&line[..name_end], &line[value_start..value_end])?;
+                            self.headers.push(Header {
+                                name: Span::new(line_start, line_start + name_end),
+                                value: Span::new(line_start + value_start, line_start + value_end),
+                            });
+                        }
+                    }
                 }
             }
-            self.headers.push(Header {
-                name: span(name),
-                value: span(value),
-            });
         }
-        if lengths > 1 || codings > 1 {
+    }
+
+    /// The next LF from the scan's position (see the request reader's);
+    /// a CR nginx would refuse is refused at once.
+    fn find_lf(
+        &mut self,
+        buf: &[u8],
+        line_start: Option<usize>,
+    ) -> Result<Option<usize>, BadResponse> {
+        let from = self.scanned;
+        for (i, &b) in buf[from..].iter().enumerate() {
+            let at = from + i;
+            match b {
+                b'\n' => return Ok(Some(at)),
+                b'\r' => {
+                    let bad = match line_start {
+                        None => buf.get(at + 1).is_some_and(|&n| n != b'\n'),
+                        Some(s) => fields::bad_cr(&buf[s..], at - s),
+                    };
+                    if bad {
+                        return Err(BadResponse("a CR that does not end a line"));
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.scanned = if buf.last() == Some(&b'\r') {
+            buf.len() - 1
+        } else {
+            buf.len()
+        };
+        Ok(None)
+    }
+
+    /// `HTTP/` major `.` minor, spaces, a three-digit status, then a
+    /// space (or nginx's `.` for IIS) and any text, or nothing.
+    fn status_line(&mut self, buf: &[u8], end: usize) -> Result<(), BadResponse> {
+        const BAD: BadResponse = BadResponse("a malformed status line");
+        let line = &buf[..end];
+        let rest = line.strip_prefix(b"HTTP/").ok_or(BAD)?;
+        let dot = rest.iter().position(|&b| b == b'.').ok_or(BAD)?;
+        let (major, rest) = (&rest[..dot], &rest[dot + 1..]);
+        let minor_len = rest.iter().position(|&b| b == b' ').ok_or(BAD)?;
+        let minor = &rest[..minor_len];
+        let version = |d: &[u8], first_zero: bool| {
+            !d.is_empty()
+                && d.len() <= 3
+                && d.iter().all(u8::is_ascii_digit)
+                && (first_zero || d[0] != b'0')
+        };
+        if !version(major, false) || !version(minor, true) {
+            return Err(BAD);
+        }
+        let mut i = 5 + dot + 1 + minor_len;
+        while line.get(i) == Some(&b' ') {
+            i += 1;
+        }
+        let code = line.get(i..i + 3).ok_or(BAD)?;
+        if !code.iter().all(u8::is_ascii_digit) || code[0] == b'0' {
+            return Err(BAD);
+        }
+        let after = line.get(i + 3);
+        if !matches!(after, None | Some(b' ' | b'.')) {
+            return Err(BAD);
+        }
+        self.status = code.iter().fold(0u16, |n, &d| n * 10 + u16::from(d - b'0'));
+        let reason = if after == Some(&b' ') { i + 4 } else { i + 3 };
+        self.reason = Span::new(reason.min(end), end);
+        self.http11 = major != b"1" || minor.iter().any(|&d| d != b'0');
+        self.close = !self.http11;
+        Ok(())
+    }
+
+    /// Records what a field says of framing and the connection.
+    fn note(&mut self, name: &[u8], value: &[u8]) -> Result<(), BadResponse> {
+        if name.eq_ignore_ascii_case(b"content-length") {
+            self.lengths += 1;
+            self.content_length = Some(
+                fields::parse_length(value)
+                    .ok_or(BadResponse("an invalid Content-Length from the backend"))?,
+            );
+        } else if name.eq_ignore_ascii_case(b"transfer-encoding") {
+            self.codings += 1;
+            if !value.eq_ignore_ascii_case(b"chunked") {
+                return Err(BadResponse("a Transfer-Encoding other than chunked"));
+            }
+            self.chunked = true;
+        } else if name.eq_ignore_ascii_case(b"connection") {
+            self.close |= fields::contains_ignore_case(value, b"close");
+        }
+        Ok(())
+    }
+
+    fn finish(&self) -> Result<(), BadResponse> {
+        if self.lengths > 1 || self.codings > 1 {
             return Err(BadResponse(
                 "a repeated Content-Length or Transfer-Encoding",
             ));
         }
-        if lengths > 0 && codings > 0 {
+        if self.lengths > 0 && self.codings > 0 {
             return Err(BadResponse("Content-Length and Transfer-Encoding together"));
         }
-        if !self.http11 && !keep_alive {
-            self.close = true;
-        }
-        Ok(true)
+        Ok(())
     }
 
     /// How the body after this head is delimited, for a request of
@@ -178,6 +303,16 @@ mod tests {
     fn parse(raw: &[u8]) -> Result<ResponseHead, BadResponse> {
         let mut r = ResponseHead::default();
         assert!(r.parse(raw)?);
+        // Fed a byte at a time, the same head.
+        let mut t = ResponseHead::default();
+        let mut done = false;
+        for n in 1..=raw.len() {
+            if t.parse(&raw[..n])? {
+                done = true;
+                break;
+            }
+        }
+        assert!(done && t.len == r.len && t.headers == r.headers);
         Ok(r)
     }
 
@@ -209,5 +344,57 @@ mod tests {
         }
         let mut r = ResponseHead::default();
         assert_eq!(r.parse(b"HTTP/1.1 200 OK\r\nContent-Len"), Ok(false));
+    }
+
+    #[test]
+    fn status_lines_and_fields_as_nginx_reads_them() {
+        let r =
+            parse(b"HTTP/1.1 403.1 Forbidden\r\nHTTP/1.1 403\r\nX@Y: 1\r\nX_Z: 2\r\n\r\n").unwrap();
+        assert_eq!(r.status, 403);
+        let names: Vec<&[u8]> = r
+            .headers
+            .iter()
+            .map(|h| {
+                h.name
+                    .of(b"HTTP/1.1 403.1 Forbidden\r\nHTTP/1.1 403\r\nX@Y: 1\r\nX_Z: 2\r\n\r\n")
+            })
+            .collect();
+        assert_eq!(names, [&b"X@Y"[..], b"X_Z"]);
+        let r = parse(b"HTTP/1.1  204\n\n").unwrap();
+        assert_eq!((r.status, r.http11, r.close), (204, true, false));
+        let r = parse(b"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\n\r\n").unwrap();
+        assert!(
+            r.close,
+            "HTTP/1.0 connections are not kept, as nginx keeps none"
+        );
+        for bad in [
+            &b"HTTP/1.1 20 OK\r\n\r\n"[..],
+            b"HTTP/1.1 2000 OK\r\n\r\n",
+            b"HTTP/01.1 200 OK\r\n\r\n",
+            b"HTTP/1.1 200 OK\rX\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX: a\rb\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\n folded\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nX Y: 1\r\n\r\n",
+        ] {
+            assert!(parse(bad).is_err(), "{}", bad.escape_ascii());
+        }
+    }
+
+    #[test]
+    fn a_trickled_head_is_searched_once() {
+        let mut raw = b"HTTP/1.1 200 OK\r\n".to_vec();
+        for i in 0..2000 {
+            raw.extend_from_slice(format!("X-{i}: {}\r\n", "v".repeat(20)).as_bytes());
+        }
+        raw.extend_from_slice(b"\r\n");
+        let mut r = ResponseHead::default();
+        let mut last = 0;
+        for n in 1..raw.len() {
+            assert_eq!(r.parse(&raw[..n]), Ok(false));
+            assert!(r.scanned >= last && r.scanned <= n);
+            last = r.scanned;
+        }
+        assert_eq!(r.parse(&raw), Ok(true));
+        assert_eq!(r.headers.len(), 2000);
     }
 }

@@ -40,7 +40,9 @@ fn acked(io: &ClientIo) -> Option<u64> {
 }
 
 /// Writes every byte of `parts`, in order, in as few system calls as the
-/// socket takes them (one `writev` when it takes them all).
+/// socket takes them (one `writev` when it takes them all). Under TLS the
+/// last bytes are flushed too: rustls takes bytes it cannot pass to the
+/// socket yet, and nothing else would write them.
 pub async fn send(io: &mut ClientIo, parts: &[&[u8]], timeout: Duration) -> Result<(), SendError> {
     let mut skip = 0usize;
     let total: usize = parts.iter().map(|p| p.len()).sum();
@@ -61,6 +63,9 @@ pub async fn send(io: &mut ClientIo, parts: &[&[u8]], timeout: Duration) -> Resu
             passed += p.len();
         }
         skip += write_some(io, &slices[..n], timeout).await?;
+    }
+    if io.is_tls() {
+        flush(io, timeout).await?;
     }
     Ok(())
 }
@@ -108,11 +113,30 @@ fn done(r: io::Result<usize>) -> Result<usize, SendError> {
     }
 }
 
-/// Flushes what TLS buffered (nothing to do for plain TCP).
-pub async fn flush(io: &mut ClientIo, timeout: Duration) -> Result<(), SendError> {
-    match tokio::time::timeout(timeout, io.flush()).await {
-        Ok(Ok(())) => Ok(()),
-        Ok(Err(_)) => Err(SendError::Closed),
-        Err(_) => Err(SendError::TimedOut),
+/// Flushes what TLS buffered, under the send timeout as writes are (the
+/// clock restarts with every byte the client acknowledges).
+async fn flush(io: &mut ClientIo, timeout: Duration) -> Result<(), SendError> {
+    let mut since = acked(io);
+    loop {
+        match tokio::time::timeout(timeout, io.flush()).await {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(_)) => return Err(SendError::Closed),
+            Err(_) => {
+                let now = acked(io);
+                if now.is_none() || now <= since {
+                    return Err(SendError::TimedOut);
+                }
+                since = now;
+            }
+        }
+    }
+}
+
+/// Ends a connection the router closes: under TLS a `close_notify`
+/// first (within the send timeout), so that the client can tell the end
+/// of the response from a cut connection.
+pub async fn close(io: &mut ClientIo, timeout: Duration) {
+    if io.is_tls() {
+        let _ = tokio::time::timeout(timeout, io.shutdown()).await;
     }
 }

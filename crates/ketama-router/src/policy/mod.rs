@@ -37,6 +37,10 @@ pub enum Stage {
     Connect,
     /// Connected: sending the request or waiting for the response head.
     AwaitingHead,
+    /// Waiting for the client's next request body bytes, with all it sent
+    /// so far passed on: a backend that closes now gave up on a slow
+    /// upload.
+    Upload,
     /// The response head arrived: the backend answered.
     Answered,
 }
@@ -84,7 +88,7 @@ impl Attempt {
     /// `ketama_requests_total{status="error"}`, the `backend failed` log
     /// line): only before its response head arrived.
     pub fn blames_backend(&self) -> bool {
-        self.stage != Stage::Answered
+        matches!(self.stage, Stage::Connect | Stage::AwaitingHead)
     }
 
     /// The `reason` of `ketama_upstream_errors_total` for a failure after
@@ -92,6 +96,9 @@ impl Attempt {
     pub fn after_head_reason(&self) -> Option<&'static str> {
         if self.blames_backend() {
             return None;
+        }
+        if self.stage == Stage::Upload {
+            return Some("closed_during_upload");
         }
         Some(match self.failure {
             Failure::Timeout => "timeout_after_head",
@@ -123,7 +130,7 @@ pub struct RetryFacts {
 pub fn retry(attempt: Attempt, f: RetryFacts) -> bool {
     let within = f.attempts <= f.retries;
     match (attempt.stage, attempt.failure) {
-        (Stage::Answered, _) => false,
+        (Stage::Answered | Stage::Upload, _) => false,
         // Nothing was sent: any request may go elsewhere.
         (Stage::Connect, _) => within,
         _ if !f.idempotent || !f.body_replayable => false,

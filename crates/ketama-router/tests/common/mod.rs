@@ -15,11 +15,14 @@ use ketama_router::origin::Origin;
 pub mod caches;
 pub mod chaos;
 pub mod diff;
+pub mod differential;
 pub mod dns;
 pub mod echo;
 pub mod fleet;
+pub mod mutate;
 pub mod page;
 pub mod plan;
+pub mod recorder;
 pub mod tls;
 
 /// A port free now for peers other than the router (nginx, HAProxy),

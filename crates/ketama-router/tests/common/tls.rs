@@ -2,9 +2,10 @@
 //! command, nginx as a TLS origin, and curl as the client.
 #![allow(dead_code)]
 
-use std::net::SocketAddr;
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 fn run(cmd: &mut Command) -> Output {
@@ -272,4 +273,74 @@ pub fn curl(args: &[&str]) -> String {
         .output()
         .expect("curl");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The `[tls]` section for these certificates.
+pub fn tls_section(listen: SocketAddr, certs: &[&Issued], extra: &str) -> String {
+    let mut s = format!("[tls]\nlisten = [\"{listen}\"]\n{extra}\n");
+    for c in certs {
+        s.push_str(&format!(
+            "[[tls.certificates]]\ncert_file = \"{}\"\nkey_file = \"{}\"\n",
+            c.cert.display(),
+            c.key.display()
+        ));
+    }
+    s
+}
+
+pub type Client = (TcpStream, rustls::ClientConnection);
+
+/// A finished client handshake (optionally with a client certificate).
+pub fn client(
+    addr: SocketAddr,
+    sni: &str,
+    ca: &Path,
+    alpn: &[&str],
+    cert: Option<&Issued>,
+) -> Result<Client, String> {
+    let tcp = TcpStream::connect(addr).map_err(|e| e.to_string())?;
+    handshake(tcp, sni, client_config(ca, alpn, cert))
+}
+
+/// A client handshake over a connected `tcp` (no client certificate).
+pub fn client_over(tcp: TcpStream, sni: &str, ca: &Path, alpn: &[&str]) -> Result<Client, String> {
+    handshake(tcp, sni, client_config(ca, alpn, None))
+}
+
+/// A rustls client trusting `ca`, offering `alpn`, with `cert` if given.
+fn client_config(ca: &Path, alpn: &[&str], cert: Option<&Issued>) -> rustls::ClientConfig {
+    use rustls_pki_types::pem::PemObject;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls_pki_types::CertificateDer::pem_file_iter(ca).unwrap() {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let builder = rustls::ClientConfig::builder().with_root_certificates(roots);
+    let mut config = match cert {
+        None => builder.with_no_client_auth(),
+        Some(c) => {
+            let chain: Vec<_> = rustls_pki_types::CertificateDer::pem_file_iter(&c.cert)
+                .unwrap()
+                .map(|c| c.unwrap())
+                .collect();
+            let key = rustls_pki_types::PrivateKeyDer::from_pem_file(&c.key).unwrap();
+            builder.with_client_auth_cert(chain, key).unwrap()
+        }
+    };
+    config.alpn_protocols = alpn.iter().map(|p| p.as_bytes().to_vec()).collect();
+    config
+}
+
+fn handshake(
+    mut tcp: TcpStream,
+    sni: &str,
+    config: rustls::ClientConfig,
+) -> Result<Client, String> {
+    let name = rustls_pki_types::ServerName::try_from(sni.to_string()).unwrap();
+    let mut conn = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    tcp.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
+    }
+    Ok((tcp, conn))
 }
