@@ -46,7 +46,7 @@ enum Verdict {
     },
 }
 
-fn rules(underscores: bool) -> Rules {
+fn rules(underscores: bool) -> Rules<'static> {
     Rules {
         underscores,
         ..Rules::new(1 << 20)

@@ -42,11 +42,6 @@ pub enum Line {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BadLine;
 
-/// Whether nginx's name table holds `b` (`A-Z a-z 0-9 -`).
-fn name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'-'
-}
-
 /// Whether a `CR` at `i` in a line being read (`line` holds the bytes
 /// before the line's `LF`, or all read so far) is refused: nginx takes a
 /// `CR` only as the start of the line's end, which is any number of
@@ -58,6 +53,79 @@ pub fn bad_cr(line: &[u8], i: usize) -> bool {
         Some(_) => true,
     }
 }
+
+/// The next `LF` in `buf` at or after `*scanned`, found a word at a time.
+/// A complete line's `CR`s are its reader's to judge ([`read_line`], the
+/// request and status lines' readers); in a line not yet ended, a `CR`
+/// nginx would already have refused is refused now (`Err` holds its
+/// position): in a request or status line (`line_start` `None`) any not
+/// followed by `LF`, in a header line starting at `line_start` as
+/// [`bad_cr`] says. Without an `LF`, `*scanned` moves to the end of `buf`
+/// (before a `CR` last, which its `LF` may yet follow), so that no byte is
+/// searched twice.
+pub fn find_lf(
+    buf: &[u8],
+    scanned: &mut usize,
+    line_start: Option<usize>,
+) -> Result<Option<usize>, usize> {
+    let from = *scanned;
+    if let Some(p) = memchr::memchr(b'\n', &buf[from..]) {
+        return Ok(Some(from + p));
+    }
+    for i in memchr::memchr_iter(b'\r', &buf[from..]).map(|p| from + p) {
+        let bad = match line_start {
+            None => i + 1 < buf.len(),
+            Some(s) => bad_cr(&buf[s..], i - s),
+        };
+        if bad {
+            return Err(i);
+        }
+    }
+    *scanned = if buf.last() == Some(&b'\r') {
+        buf.len() - 1
+    } else {
+        buf.len()
+    };
+    Ok(None)
+}
+
+/// What a byte is in a header name, by nginx's table.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Class {
+    /// `A-Z a-z 0-9 -`.
+    Name,
+    /// `_`.
+    Underscore,
+    /// `:`.
+    Colon,
+    /// `CR`.
+    Cr,
+    /// A control byte, a space or `DEL`: refused.
+    Bad,
+    /// Anything else: the line is ignored (a request's).
+    Other,
+}
+
+const fn class(b: u8) -> Class {
+    match b {
+        b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' => Class::Name,
+        b'_' => Class::Underscore,
+        b':' => Class::Colon,
+        b'\r' => Class::Cr,
+        0..=0x20 | 0x7f => Class::Bad,
+        _ => Class::Other,
+    }
+}
+
+static CLASSES: [Class; 256] = {
+    let mut t = [Class::Other; 256];
+    let mut b = 0;
+    while b < 256 {
+        t[b] = class(b as u8);
+        b += 1;
+    }
+    t
+};
 
 /// Reads one header line (its bytes before the `LF`) by nginx's rules
 /// (see the module docs). `underscores`: `_` is a name byte; `upstream`:
@@ -81,16 +149,21 @@ pub fn read_line(line: &[u8], underscores: bool, upstream: bool) -> Result<Line,
     let mut i = 0;
     // The name: up to the colon, or the whole line (an empty value).
     let name_end = loop {
+        while line
+            .get(i)
+            .is_some_and(|&b| CLASSES[b as usize] == Class::Name)
+        {
+            i += 1;
+        }
         let Some(&b) = line.get(i) else { break i };
-        match b {
-            b':' => break i,
-            b'\r' => return rest_is_crs(line, i).map(|()| field(i, i, i, ignored)),
-            b'_' => ignored |= !underscores,
-            b'/' if upstream && i == 4 && line.starts_with(b"HTTP") => {
+        match CLASSES[b as usize] {
+            Class::Colon => break i,
+            Class::Cr => return rest_is_crs(line, i).map(|()| field(i, i, i, ignored)),
+            Class::Underscore => ignored |= !underscores,
+            Class::Bad => return Err(BadLine),
+            _ if b == b'/' && upstream && i == 4 && line.starts_with(b"HTTP") => {
                 return Ok(field(0, 0, 0, true));
             }
-            _ if name_byte(b) => {}
-            _ if b <= 0x20 || b == 0x7f => return Err(BadLine),
             // nginx ignores such a request field; a response's it keeps.
             _ => ignored |= !upstream,
         }
@@ -105,20 +178,24 @@ pub fn read_line(line: &[u8], underscores: bool, upstream: bool) -> Result<Line,
         i += 1;
     }
     let value_start = i;
-    let mut value_end = i;
-    while let Some(&b) = line.get(i) {
-        match b {
-            b'\r' => {
-                rest_is_crs(line, i)?;
-                break;
-            }
-            0 => return Err(BadLine),
-            b' ' => {}
-            _ => value_end = i + 1,
+    // The value runs to a CR (after which only CRs may follow) or the
+    // line's end; a NUL anywhere is refused; trailing spaces are not
+    // the value's.
+    // (A byte loop: values are short, shorter than a word-at-a-time
+    // search's set-up.)
+    let rest = &line[value_start..];
+    let mut end = match rest.iter().position(|&b| b == b'\r' || b == 0) {
+        None => line.len(),
+        Some(p) if rest[p] == 0 => return Err(BadLine),
+        Some(p) => {
+            rest_is_crs(line, value_start + p)?;
+            value_start + p
         }
-        i += 1;
+    };
+    while end > value_start && line[end - 1] == b' ' {
+        end -= 1;
     }
-    Ok(field(name_end, value_start, value_end, ignored))
+    Ok(field(name_end, value_start, end, ignored))
 }
 
 fn field(name_end: usize, value_start: usize, value_end: usize, ignored: bool) -> Line {

@@ -366,7 +366,7 @@ impl Reader {
                     let max = start + rules.max_head;
                     // nginx reads the line a byte at a time: a version it
                     // refuses before the stray CR is its answer.
-                    let found = self.find_lf(buf, None).map_err(|cr| {
+                    let found = fields::find_lf(buf, &mut self.scanned, None).map_err(|cr| {
                         match reqline::parse(&buf[start..cr]) {
                             Err(LineError::Version) => BAD_VERSION,
                             _ => BAD_LINE,
@@ -379,17 +379,19 @@ impl Reader {
                             Ok(false)
                         };
                     };
+                    // One CR ends the line; any other is the line's (and
+                    // refused by its reader).
+                    let end = if lf > start && buf[lf - 1] == b'\r' { lf - 1 } else { lf };
                     if lf + 1 > max {
-                        return Err(too_long(&buf[start..line_end(buf, start, lf)]));
+                        return Err(too_long(&buf[start..end]));
                     }
-                    let end = line_end(buf, start, lf);
                     self.request_line(buf, start, end, head)?;
                     self.scanned = lf + 1;
                     self.phase = Phase::Headers { line_start: lf + 1 };
                 }
                 Phase::Headers { line_start } => {
                     let max = head.line.start as usize + rules.max_head;
-                    let found = self.find_lf(buf, Some(line_start));
+                    let found = fields::find_lf(buf, &mut self.scanned, Some(line_start));
                     let Some(lf) = found.map_err(|_| BAD_HEADER)? else {
                         return if buf.len() > max {
                             Err(TOO_LARGE)
@@ -432,39 +434,6 @@ impl Reader {
                 }
             }
         }
-    }
-
-    /// The next LF at or after the scan's position; the scan moves to the
-    /// end of `buf` when there is none, so no byte is searched twice. A CR
-    /// nginx would refuse is refused at once: in the request line
-    /// (`line_start` `None`) any not followed by LF, in a header line
-    /// (starting at `line_start`) as [`fields::bad_cr`] says.
-    /// `Err` holds the refused CR's position.
-    fn find_lf(&mut self, buf: &[u8], line_start: Option<usize>) -> Result<Option<usize>, usize> {
-        let from = self.scanned;
-        for (i, &b) in buf[from..].iter().enumerate() {
-            let at = from + i;
-            match b {
-                b'\n' => return Ok(Some(at)),
-                b'\r' => {
-                    let bad = match line_start {
-                        None => buf.get(at + 1).is_some_and(|&n| n != b'\n'),
-                        Some(s) => fields::bad_cr(&buf[s..], at - s),
-                    };
-                    if bad {
-                        return Err(at);
-                    }
-                }
-                _ => {}
-            }
-        }
-        // A CR last may yet be followed by its LF: looked at again.
-        self.scanned = if buf.last() == Some(&b'\r') {
-            buf.len() - 1
-        } else {
-            buf.len()
-        };
-        Ok(None)
     }
 
     fn request_line(
@@ -568,16 +537,6 @@ fn too_long(prefix: &[u8]) -> Refusal {
         Some(LineError::Version) => BAD_VERSION,
         Some(LineError::Invalid) => BAD_LINE,
     }
-}
-
-/// The end of a line whose LF is at `lf`: before the CRs when there are
-/// some.
-fn line_end(buf: &[u8], start: usize, lf: usize) -> usize {
-    let mut end = lf;
-    while end > start && buf[end - 1] == b'\r' {
-        end -= 1;
-    }
-    end
 }
 
 #[cfg(test)]

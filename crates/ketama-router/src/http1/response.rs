@@ -70,6 +70,8 @@ pub struct ResponseHead {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BadResponse(pub &'static str);
 
+const BAD_CR: BadResponse = BadResponse("a CR that does not end a line");
+
 thread_local! {
     /// Header lists of finished responses, for the next ones on this
     /// thread: a response head allocates nothing once the thread is warm.
@@ -110,7 +112,9 @@ impl ResponseHead {
             match self.phase {
                 Phase::Done => return Ok(true),
                 Phase::Status => {
-                    let Some(lf) = self.find_lf(buf, None)? else {
+                    let Some(lf) =
+                        fields::find_lf(buf, &mut self.scanned, None).map_err(|_| BAD_CR)?
+                    else {
                         return Ok(false);
                     };
                     let end = if lf > 0 && buf[lf - 1] == b'\r' {
@@ -123,7 +127,9 @@ impl ResponseHead {
                     self.phase = Phase::Headers { line_start: lf + 1 };
                 }
                 Phase::Headers { line_start } => {
-                    let Some(lf) = self.find_lf(buf, Some(line_start))? else {
+                    let Some(lf) = fields::find_lf(buf, &mut self.scanned, Some(line_start))
+                        .map_err(|_| BAD_CR)?
+                    else {
                         return Ok(false);
                     };
                     self.scanned = lf + 1;
@@ -156,43 +162,14 @@ impl ResponseHead {
         }
     }
 
-    /// The next LF from the scan's position (see the request reader's);
-    /// a CR nginx would refuse is refused at once.
-    fn find_lf(
-        &mut self,
-        buf: &[u8],
-        line_start: Option<usize>,
-    ) -> Result<Option<usize>, BadResponse> {
-        let from = self.scanned;
-        for (i, &b) in buf[from..].iter().enumerate() {
-            let at = from + i;
-            match b {
-                b'\n' => return Ok(Some(at)),
-                b'\r' => {
-                    let bad = match line_start {
-                        None => buf.get(at + 1).is_some_and(|&n| n != b'\n'),
-                        Some(s) => fields::bad_cr(&buf[s..], at - s),
-                    };
-                    if bad {
-                        return Err(BadResponse("a CR that does not end a line"));
-                    }
-                }
-                _ => {}
-            }
-        }
-        self.scanned = if buf.last() == Some(&b'\r') {
-            buf.len() - 1
-        } else {
-            buf.len()
-        };
-        Ok(None)
-    }
-
     /// `HTTP/` major `.` minor, spaces, a three-digit status, then a
     /// space (or nginx's `.` for IIS) and any text, or nothing.
     fn status_line(&mut self, buf: &[u8], end: usize) -> Result<(), BadResponse> {
         const BAD: BadResponse = BadResponse("a malformed status line");
         let line = &buf[..end];
+        if line.contains(&b'\r') {
+            return Err(BAD_CR);
+        }
         let rest = line.strip_prefix(b"HTTP/").ok_or(BAD)?;
         let dot = rest.iter().position(|&b| b == b'.').ok_or(BAD)?;
         let (major, rest) = (&rest[..dot], &rest[dot + 1..]);

@@ -72,18 +72,25 @@ impl Watch<'_> {
     /// `Ready(Err)` when the backend closed or failed before that, else
     /// `Pending` (the task is woken when the backend sends). Free while
     /// the backend sends nothing: the reactor's readiness is looked at, no
-    /// system call made.
+    /// system call made. (Under TLS, plaintext rustls already holds is
+    /// read with the response head instead, once the body is sent.)
     fn poll(&mut self, io: &mut UpstreamIo, cx: &mut Context<'_>) -> Poll<Result<(), Failure>> {
         loop {
-            let mut scratch = [0u8; 4096];
-            let mut buf = ReadBuf::new(&mut scratch);
-            match Pin::new(&mut *io).poll_read(cx, &mut buf) {
+            // The reactor's word first: nothing arrived, nothing to read.
+            if io.tcp().poll_read_ready(cx).is_pending() {
+                return Poll::Pending;
+            }
+            let at = self.rb.len();
+            self.rb.resize(at + 4096, 0);
+            let mut buf = ReadBuf::new(&mut self.rb[at..]);
+            let read = Pin::new(&mut *io).poll_read(cx, &mut buf);
+            let n = buf.filled().len();
+            self.rb.truncate(at + n);
+            match read {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Err(_)) => return Poll::Ready(Err(Failure::Broken)),
-                Poll::Ready(Ok(())) if buf.filled().is_empty() => {
-                    return Poll::Ready(Err(Failure::Broken))
-                }
-                Poll::Ready(Ok(())) => self.rb.extend_from_slice(buf.filled()),
+                Poll::Ready(Ok(())) if n == 0 => return Poll::Ready(Err(Failure::Broken)),
+                Poll::Ready(Ok(())) => {}
             }
             loop {
                 match self.head.parse(self.rb) {
@@ -132,10 +139,9 @@ async fn write_watching(
     let total: usize = parts.iter().map(|p| p.len()).sum();
     let mut done = 0usize;
     let mut refused = None;
+    // The backend is watched only while a write waits: bytes it sent
+    // before a write that goes through are read with the response.
     let written = poll_fn(|cx| loop {
-        if let Poll::Ready(r) = w.poll(io, cx) {
-            return Poll::Ready(r.map(|()| Sent::Answered));
-        }
         if done == total {
             return match Pin::new(&mut *io).poll_flush(cx) {
                 Poll::Ready(Ok(())) => Poll::Ready(Ok(Sent::Whole)),
@@ -143,7 +149,10 @@ async fn write_watching(
                     refused = Some(Failure::Broken);
                     Poll::Ready(Err(Failure::Broken))
                 }
-                Poll::Pending => Poll::Pending,
+                Poll::Pending => match w.poll(io, cx) {
+                    Poll::Ready(r) => Poll::Ready(r.map(|()| Sent::Answered)),
+                    Poll::Pending => Poll::Pending,
+                },
             };
         }
         let mut slices = [IoSlice::new(&[]); 4];
@@ -161,7 +170,12 @@ async fn write_watching(
                 refused = Some(Failure::Broken);
                 return Poll::Ready(Err(Failure::Broken));
             }
-            Poll::Pending => return Poll::Pending,
+            Poll::Pending => {
+                return match w.poll(io, cx) {
+                    Poll::Ready(r) => Poll::Ready(r.map(|()| Sent::Answered)),
+                    Poll::Pending => Poll::Pending,
+                }
+            }
         }
     });
     match tokio::time::timeout(timeout, written).await {
