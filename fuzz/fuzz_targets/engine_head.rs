@@ -1,5 +1,5 @@
 //! Any bytes as an HTTP/1 request head, read by the router's HTTP/1
-//! engine (`crates/ketama-router/src/http1/head.rs` and `fields.rs`,
+//! engine (`crates/ketama-router/src/engine/request_head.rs` and `fields.rs`,
 //! compiled in by path with the request-line reader they call: all pure)
 //! and by a second reader written here as nginx 1.22's code reads a head:
 //! `ngx_http_parse_header_line` state for state, a byte at a time (the
@@ -20,11 +20,11 @@ use libfuzzer_sys::fuzz_target;
 #[allow(dead_code)]
 mod reqline;
 
-#[path = "../../crates/ketama-router/src/http1/fields.rs"]
+#[path = "../../crates/ketama-router/src/engine/fields.rs"]
 #[allow(dead_code)]
 mod fields;
 
-#[path = "../../crates/ketama-router/src/http1/head.rs"]
+#[path = "../../crates/ketama-router/src/engine/request_head.rs"]
 #[allow(dead_code)]
 mod head;
 

@@ -23,23 +23,39 @@ pub struct EtcdServer {
 /// before etcd binds it: a port the kernel picked and let go once went to
 /// an outgoing connection in that gap, and the member died at start with
 /// "address already in use".
+///
+/// A port is handed out once per process: two members of one cluster
+/// once drew the same port (the draws were not atomic across the test
+/// threads), one of them died at start, and the cluster ran on two
+/// members until a chaos test killed one more.
 fn free_port() -> std::io::Result<u16> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static STATE: AtomicU64 = AtomicU64::new(0);
+    static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());
     let seed = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64)
         ^ u64::from(std::process::id()) << 32;
     let _ = STATE.compare_exchange(0, seed | 1, Ordering::Relaxed, Ordering::Relaxed);
-    for _ in 0..1000 {
-        // xorshift: enough spread that parallel tests rarely try one port.
-        let mut x = STATE.load(Ordering::Relaxed);
+    let next = |mut x: u64| {
+        // xorshift: enough spread that parallel test processes rarely
+        // try one port.
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        STATE.store(x, Ordering::Relaxed);
+        x
+    };
+    for _ in 0..1000 {
+        let x = match STATE.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |x| Some(next(x))) {
+            Ok(prev) | Err(prev) => next(prev),
+        };
         let port = 20_000 + (x % 12_000) as u16;
+        let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+        if given.contains(&port) {
+            continue;
+        }
         if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            given.push(port);
             return Ok(port);
         }
     }
@@ -213,7 +229,7 @@ impl EtcdCluster {
         // A quorum answers before every member is up: wait for each, so a
         // member that died at start fails here and not as a mystery later.
         let client = c.client();
-        for m in &c.members {
+        for (m, child) in c.members.iter().zip(&mut c.children) {
             let deadline = Instant::now() + Duration::from_secs(30);
             while !client
                 .member_status(&m.client_url())
@@ -227,6 +243,15 @@ impl EtcdCluster {
                     )));
                 }
                 std::thread::sleep(Duration::from_millis(20));
+            }
+            // Its URL answering is not proof that it runs: another process
+            // on its port would answer too.
+            if let Some(Ok(Some(status))) = child.as_mut().map(Child::try_wait) {
+                let log = std::fs::read_to_string(m.dir.join("etcd.log")).unwrap_or_default();
+                return Err(std::io::Error::other(format!(
+                    "etcd member {} exited at start ({status}): {log}",
+                    m.name
+                )));
             }
         }
         Ok(c)

@@ -147,18 +147,15 @@ impl Inputs {
 }
 
 /// The settings a reload cannot change (the listeners and runtimes are
-/// built once), as (key, value) pairs to compare.
+/// built once; the connection limit's default counts the upstream pool),
+/// as (key, value) pairs to compare. Every other `[server]` setting is
+/// read from the routing state by each new connection or request.
 pub fn fixed_settings(v: &Validated) -> Vec<(&'static str, String)> {
     let s = &v.config.server;
     vec![
         ("server.listen", format!("{:?}", v.listen)),
         ("tls.listen", format!("{:?}", v.tls_listen)),
-        (
-            "server.h2_max_concurrent_streams",
-            s.h2_max_concurrent_streams.to_string(),
-        ),
         ("server.threads", s.threads.to_string()),
-        ("server.body_buffer_bytes", s.body_buffer_bytes.to_string()),
         ("server.work_stealing", s.work_stealing.to_string()),
         (
             "server.upstream_keepalive_pool_size",

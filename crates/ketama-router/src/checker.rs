@@ -1,43 +1,38 @@
-//! Active health checks: a Pingora background service that sends
-//! `GET path` to every backend of the current routing state each
-//! interval and records the result in the backend's [`Health`](crate::health::Health).
+//! Active health checks: a background service that sends `GET path` to
+//! every backend of the current routing state each interval and records
+//! the result in the backend's [`Health`](crate::health::Health).
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use pingora::connectors::TransportConnector;
-use pingora::server::ShutdownWatch;
-use pingora::services::background::BackgroundService;
-use pingora::upstreams::peer::HttpPeer;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use tokio::net::TcpStream;
 
+use crate::engine::io::UpstreamIo;
+use crate::engine::upstream::{dial_with, TlsTo};
+use crate::service::{Background, ShutdownWatch};
 use crate::state::StateReader;
 
 /// One check: `GET path` answered with a 2xx or 3xx status within the
-/// timeout.
-pub async fn check(addr: std::net::SocketAddr, path: &str, timeout: Duration) -> bool {
-    let attempt = async {
-        let s = TcpStream::connect(addr).await.ok()?;
-        ask(s, &addr.to_string(), path).await
-    };
-    matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
-}
-
-/// A check of a TLS backend, through Pingora's connector with the same
-/// settings requests use (SNI, verification, CA, client certificate): a
-/// backend whose certificate does not verify fails its checks.
-pub async fn check_tls(
-    connector: &TransportConnector,
-    peer: &HttpPeer,
+/// timeout. A TLS backend (`tls`: the settings requests use, so SNI,
+/// verification, CA and client certificate are the same, and a backend
+/// whose certificate does not verify fails its checks) is asked in
+/// HTTP/2 when its ALPN picks `h2`; `host` is the `Host` (or
+/// `:authority`) sent.
+pub async fn check(
+    addr: SocketAddr,
+    tls: Option<TlsTo>,
     host: &str,
     path: &str,
     timeout: Duration,
 ) -> bool {
     let attempt = async {
-        let s = connector.new_stream(peer).await.ok()?;
-        ask(s, host, path).await
+        let io = dial_with(addr, tls).await.ok()?;
+        if io.is_h2() {
+            return ask_h2(io, host, path).await;
+        }
+        ask(io, host, path).await
     };
     matches!(tokio::time::timeout(timeout, attempt).await, Ok(Some(true)))
 }
@@ -60,6 +55,24 @@ async fn ask<S: AsyncRead + AsyncWrite + Unpin>(mut s: S, host: &str, path: &str
     Some((200..400).contains(&code))
 }
 
+/// The check's request in HTTP/2; whether the status passes.
+async fn ask_h2(io: UpstreamIo, host: &str, path: &str) -> Option<bool> {
+    let (mut send, conn) = h2::client::handshake(io).await.ok()?;
+    let driver = tokio::spawn(conn);
+    let req = http::Request::get(format!("https://{host}{path}"))
+        .header("user-agent", "ketama-router-health")
+        .body(())
+        .ok()?;
+    let answer = async {
+        let (resp, _) = send.send_request(req, true).ok()?;
+        let resp = resp.await.ok()?;
+        Some((200..400).contains(&resp.status().as_u16()))
+    }
+    .await;
+    driver.abort();
+    answer
+}
+
 /// Checks every backend of the current routing state each interval.
 pub struct HealthChecker {
     /// The current routing state's backends and `[health]` settings.
@@ -67,10 +80,8 @@ pub struct HealthChecker {
 }
 
 #[async_trait]
-impl BackgroundService for HealthChecker {
+impl Background for HealthChecker {
     async fn start(&self, mut shutdown: ShutdownWatch) {
-        // TLS checks' connector: no pool (each check is a new connection).
-        let connector = Arc::new(TransportConnector::new(None));
         loop {
             // Only what the checks need is taken out of the state, and the
             // state itself let go before the checks and the sleep: a swap
@@ -89,26 +100,17 @@ impl BackgroundService for HealthChecker {
                         .map(|b| {
                             let (addr, path, health) = (b.addr, path.clone(), b.health.clone());
                             let server = b.server.clone();
-                            let tls = b.tls.as_ref().map(|sni| {
-                                let mut peer = HttpPeer::new(addr, true, sni.to_string());
-                                state.upstream_tls.apply(&mut peer);
-                                peer.options.connection_timeout = Some(timeout);
-                                let host = if sni.is_empty() {
-                                    addr.to_string()
-                                } else {
-                                    sni.to_string()
-                                };
-                                (peer, host)
-                            });
-                            let connector = connector.clone();
+                            let tls = b
+                                .tls
+                                .as_ref()
+                                .map(|sni| state.upstream_tls.for_engine(sni, addr.ip()));
+                            let host = match b.tls.as_deref() {
+                                Some(sni) if !sni.is_empty() => sni.to_string(),
+                                _ => addr.to_string(),
+                            };
                             async move {
                                 let began = std::time::Instant::now();
-                                let ok = match tls {
-                                    None => check(addr, &path, timeout).await,
-                                    Some((peer, host)) => {
-                                        check_tls(&connector, &peer, &host, &path, timeout).await
-                                    }
-                                };
+                                let ok = check(addr, tls, &host, &path, timeout).await;
                                 if health.record_check(ok, began.elapsed(), up, down) {
                                     tracing::warn!(
                                         backend = server,

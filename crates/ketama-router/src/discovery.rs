@@ -18,6 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::service::Background;
+use crate::service::ShutdownWatch;
 use async_trait::async_trait;
 use hickory_resolver::config::{NameServerConfig, ResolverConfig, ResolverOpts};
 use hickory_resolver::name_server::TokioConnectionProvider;
@@ -25,8 +27,6 @@ use hickory_resolver::proto::xfer::Protocol;
 use hickory_resolver::{ResolveError, Resolver};
 use ketama_config::discovery::{backends_of, DiscoverySource, FlapGuard, Query, Record, Verdict};
 use ketama_config::{Discovered, Validated};
-use pingora::server::ShutdownWatch;
-use pingora::services::background::BackgroundService;
 use serde_json::{json, Value};
 
 use crate::cell::{Records, RoutingCell, Trigger};
@@ -458,7 +458,7 @@ pub struct Discovery {
 }
 
 #[async_trait]
-impl BackgroundService for Discovery {
+impl Background for Discovery {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         loop {
             // Enabled before the sources are read, so a reload that adds

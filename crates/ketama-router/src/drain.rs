@@ -1,5 +1,5 @@
 //! What a graceful stop needs of the client connections, shared by every
-//! listener's guard and by both HTTP/1 paths: which connections are
+//! listener's guard and by every protocol: which connections are
 //! reading a request head (let them finish), and a flag and a wake-up that
 //! close the idle ones.
 

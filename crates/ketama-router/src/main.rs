@@ -78,13 +78,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    // Pingora logs every failed or retried request itself; the router logs
-    // failures per backend, rate-limited, instead. RUST_LOG can still turn
-    // Pingora's on by naming pingora_proxy.
-    let mut filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
-    if !filter.contains("pingora_proxy") {
-        filter.push_str(",pingora_proxy=off");
-    }
+    let filter = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into());
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
         .with_writer(std::io::stderr)
@@ -199,8 +193,8 @@ fn run(args: Args, early: Early) -> anyhow::Result<()> {
     };
     let start = ketama_router::server::Start {
         upgrade: args.upgrade,
-        early: early.clone(),
+        early,
     };
     let (server, _cell) = ketama_router::server::build(validated, source, start)?;
-    ketama_router::server::run(server, early)
+    ketama_router::server::run(server)
 }

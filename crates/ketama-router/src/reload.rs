@@ -5,9 +5,9 @@
 
 use std::sync::Arc;
 
+use crate::service::Background;
+use crate::service::ShutdownWatch;
 use async_trait::async_trait;
-use pingora::server::ShutdownWatch;
-use pingora::services::background::BackgroundService;
 
 use crate::cell::{Refused, RoutingCell, Trigger};
 use crate::signals::Early;
@@ -41,7 +41,7 @@ pub struct SighupReloader {
 }
 
 #[async_trait]
-impl BackgroundService for SighupReloader {
+impl Background for SighupReloader {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup());
         if self.early.take_hup() {

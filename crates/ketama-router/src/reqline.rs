@@ -64,110 +64,14 @@ pub struct RequestLine<'a> {
     /// Whether it is HTTP/1.1 (or a later 1.x, which nginx serves as
     /// 1.1); HTTP/1.0 otherwise.
     pub http11: bool,
-    /// Whether the line is already as Pingora's parser reads it: one
-    /// space between the parts, `HTTP/1.0` or `HTTP/1.1`, and a target
-    /// whose bytes it takes as they are (see [`plain_byte`]).
-    pub plain: bool,
-}
-
-impl RequestLine<'_> {
-    /// The target to forward in origin-form, as nginx's proxy writes it.
-    pub fn forward(&self) -> std::borrow::Cow<'_, [u8]> {
-        if self.empty_path {
-            let mut v = Vec::with_capacity(self.request_uri.len() + 1);
-            v.push(b'/');
-            v.extend_from_slice(self.request_uri);
-            v.into()
-        } else {
-            self.request_uri.into()
-        }
-    }
-}
-
-/// A request's target as its client sent it, kept for the proxy when the
-/// line handed to Pingora holds another (see [`rewrite`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Sent {
-    /// nginx's `$request_uri`: what the routing key is read from.
-    pub request_uri: Vec<u8>,
-    /// The origin-form target to forward, byte for byte.
-    pub forward: Vec<u8>,
-    /// An absolute-form target's authority: it stands for `Host`.
-    pub authority: Option<Vec<u8>>,
-    /// An absolute-form target as sent, scheme and authority included
-    /// (HAProxy's `balance uri` hashes it).
-    pub absolute: Option<Vec<u8>>,
-}
-
-/// The request line to hand Pingora's parser in place of a line that is
-/// not [`plain`](RequestLine::plain), ending in CR LF: one space between
-/// the parts, `HTTP/1.0` or `HTTP/1.1`, and the target to forward in
-/// origin-form without its fragment, bytes Pingora would refuse
-/// percent-encoded. With it, what the proxy needs of the line as sent, when
-/// the target differs from the one handed over (absolute-form, `#`, such
-/// bytes); `None` when only the spacing or the version's spelling did.
-pub fn rewrite(l: &RequestLine<'_>) -> (Vec<u8>, Option<Sent>) {
-    let forward = l.forward();
-    let target = &forward[..forward
-        .iter()
-        .position(|&b| b == b'#')
-        .unwrap_or(forward.len())];
-    let mut out = Vec::with_capacity(l.method.len() + target.len() + 16);
-    out.extend_from_slice(l.method);
-    out.push(b' ');
-    let mut same = l.authority.is_none() && target.len() == forward.len();
-    for &b in target {
-        if plain_byte(b) {
-            out.push(b);
-        } else {
-            same = false;
-            out.extend_from_slice(&[b'%', HEX[(b >> 4) as usize], HEX[(b & 15) as usize]]);
-        }
-    }
-    out.extend_from_slice(if l.http11 {
-        b" HTTP/1.1\r\n"
-    } else {
-        b" HTTP/1.0\r\n"
-    });
-    let sent = (!same).then(|| Sent {
-        request_uri: l.request_uri.to_vec(),
-        forward: forward.into_owned(),
-        authority: l.authority.map(<[u8]>::to_vec),
-        absolute: l.authority.map(|_| l.target.to_vec()),
-    });
-    (out, sent)
-}
-
-const HEX: &[u8; 16] = b"0123456789ABCDEF";
-
-/// Bytes Pingora's parser and `http::Uri` take in a target as they are:
-/// RFC 3986's unreserved, sub-delims, `:`, `@`, `/`, `?` and `%`. A target
-/// with any other byte nginx accepts (`#`, `"`, `<`, `{`, `\`, bytes over
-/// 0x7f, ...) is handed to Pingora percent-encoded and forwarded as sent.
-pub fn plain_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@/?%".contains(&b)
-}
-
-/// Where the first request line is in `buf`: the range of the line
-/// (after any empty lines, without its CR LF or LF), or `None` while its
-/// LF has not arrived.
-pub fn find(buf: &[u8]) -> Option<std::ops::Range<usize>> {
-    let start = buf.iter().position(|&b| b != b'\r' && b != b'\n')?;
-    let lf = start + buf[start..].iter().position(|&b| b == b'\n')?;
-    let end = if lf > start && buf[lf - 1] == b'\r' {
-        lf - 1
-    } else {
-        lf
-    };
-    Some(start..end)
 }
 
 fn upper_or_mark(b: u8) -> bool {
     b.is_ascii_uppercase() || b == b'_' || b == b'-'
 }
 
-/// Parses a request line (as [`find`] gives it: no leading empty lines,
-/// no line end; a CR left inside is refused as nginx refuses it).
+/// Parses a request line (no leading empty lines, no line end; a CR left
+/// inside is refused as nginx refuses it).
 pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
     use LineError::Invalid;
     let mut i = 0;
@@ -180,12 +84,9 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
         return Err(Invalid);
     }
     let method = &line[..i];
-    let mut plain = true;
-    let spaces = i;
     while at(i) == Some(b' ') {
         i += 1;
     }
-    plain &= i == spaces + 1;
     let target_start = i;
     let (mut authority, mut empty_path) = (None, false);
     let uri_start;
@@ -193,7 +94,6 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
         Some(b'/') => uri_start = i,
         Some(c) if c.is_ascii_alphabetic() => {
             // Absolute-form: scheme "://" host [":" port], then the path.
-            plain = false;
             while at(i).is_some_and(|c| c.is_ascii_alphanumeric() || b"+-.".contains(&c)) {
                 i += 1;
             }
@@ -242,7 +142,7 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
                 // of the "//" after the scheme.
                 Some(b' ') => {
                     let slash = host - 2;
-                    let version = version(line, i, &mut plain)?;
+                    let version = version(line, i)?;
                     return Ok(RequestLine {
                         method,
                         request_uri: &line[slash..slash + 1],
@@ -250,7 +150,6 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
                         authority,
                         target: &line[target_start..i],
                         http11: version,
-                        plain,
                     });
                 }
                 _ => return Err(Invalid),
@@ -267,17 +166,17 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
         if c < 0x20 || c == 0x7f {
             return Err(Invalid);
         }
-        plain &= plain_byte(c);
         i += 1;
     }
     if i == n {
-        // HTTP/0.9: nginx serves it without a status line; Pingora cannot.
+        // HTTP/0.9: nginx serves it without a status line; the router
+        // refuses it (docs/router.md, differences from nginx).
         return Err(Invalid);
     }
     let request_uri = &line[uri_start..i];
     // The version first: nginx refuses it while it reads the line, the
     // path once the line is read.
-    let http11 = version(line, i, &mut plain)?;
+    let http11 = version(line, i)?;
     let path_end = request_uri
         .iter()
         .position(|&b| b == b'?' || b == b'#')
@@ -292,20 +191,17 @@ pub fn parse(line: &[u8]) -> Result<RequestLine<'_>, LineError> {
         authority,
         target: &line[target_start..i],
         http11,
-        plain,
     })
 }
 
 /// The version after the target's end at `i` (a space): spaces, then
 /// `HTTP/1.x`, then optional spaces. `true` for 1.1 and later 1.x.
-fn version(line: &[u8], mut i: usize, plain: &mut bool) -> Result<bool, LineError> {
+fn version(line: &[u8], mut i: usize) -> Result<bool, LineError> {
     use LineError::{Invalid, Version};
     let at = |i: usize| line.get(i).copied();
-    let first = i;
     while at(i) == Some(b' ') {
         i += 1;
     }
-    *plain &= i == first + 1;
     if line.get(i..i + 5) != Some(b"HTTP/") {
         return Err(Invalid);
     }
@@ -328,7 +224,6 @@ fn version(line: &[u8], mut i: usize, plain: &mut bool) -> Result<bool, LineErro
             _ => return Err(Invalid),
         }
     }
-    *plain &= i == major_start + 1;
     i += 1;
     let digits = i;
     let mut minor: u32 = 0;
@@ -343,7 +238,6 @@ fn version(line: &[u8], mut i: usize, plain: &mut bool) -> Result<bool, LineErro
     if i == digits {
         return Err(Invalid);
     }
-    *plain &= i == digits + 1 && line[digits] <= b'1' && i == line.len();
     while at(i) == Some(b' ') {
         i += 1;
     }

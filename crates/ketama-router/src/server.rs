@@ -1,35 +1,33 @@
-//! Assembling the Pingora server: the composition root. The routing
-//! state's owner ([`RoutingCell`]) is built here, and each service gets
-//! the one or two handles it uses: the proxy, the connection guard and
-//! the health checker a [`StateReader`](crate::state::StateReader);
-//! discovery, control, the admin API and SIGHUP reloads the cell (their
-//! changes go through [`RoutingCell::replace`]); the counters and the
-//! discovery record where they are needed. Then it runs until a signal
-//! says stop.
+//! Assembling the process: the composition root. The routing state's
+//! owner ([`RoutingCell`]) is built here, and each service gets the one or
+//! two handles it uses: the engine, the connection guard and the health
+//! checker a [`StateReader`](crate::state::StateReader); discovery,
+//! control, the admin API and SIGHUP reloads the cell (their changes go
+//! through [`RoutingCell::replace`]); the counters and the discovery
+//! record where they are needed. [`crate::process`] then serves until a
+//! signal says stop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context as _;
-use async_trait::async_trait;
-use pingora::apps::http_app::HttpServer;
-use pingora::apps::HttpServerOptions;
-use pingora::protocols::http::v2::server::H2Options;
-use pingora::server::configuration::{Opt, ServerConf};
-use pingora::server::{RunArgs, Server, ShutdownSignal, ShutdownSignalWatch};
-use pingora::services::background::background_service;
 
 use crate::access_log::{AccessLog, Reopener};
+use crate::admin::serve::AdminServer;
 use crate::admin::Admin;
 use crate::cell::{ConfigSource, Parts, RoutingCell};
 use crate::checker::HealthChecker;
 use crate::conn::Guarded;
 use crate::discovery::DiscoveryState;
+use crate::drain::Drain;
 use crate::health::HealthRegistry;
-use crate::listen::Listening;
+use crate::listen::Endpoint;
+use crate::listen::{App, Listener};
 use crate::metrics::Metrics;
-use crate::proxy::Router;
+use crate::process::Server;
 use crate::reload::SighupReloader;
+use crate::service::Background;
 use crate::signals::Early;
 use ketama_config::Validated;
 
@@ -74,11 +72,11 @@ pub fn default_max_connections(file_limit: u64, upstream_pool: usize) -> usize {
     (file_limit.saturating_sub(RESERVED_FDS + upstream_pool as u64) / 2).max(1) as usize
 }
 
-/// Builds the Pingora server for a validated config read from `source`
-/// (which reloads read again); [`run`] serves until SIGINT/SIGTERM (then
-/// waits at most the configured grace period, 1 s by default, instead of
-/// Pingora's five minutes) or hands over on SIGQUIT. Returns the routing
-/// state's owner too, for embedders and tests.
+/// Builds the process for a validated config read from `source` (which
+/// reloads read again); [`run`] serves until SIGINT/SIGTERM (a graceful
+/// stop waits at most the configured grace period, 1 s by default) or
+/// hands the listeners over on SIGQUIT. Returns the routing state's owner
+/// too, for embedders and tests.
 pub fn build(
     v: Validated,
     source: ConfigSource,
@@ -97,10 +95,16 @@ pub fn build(
         None if start.upgrade => return Err(crate::upgrade::UpgradeSockError::NoSocket.into()),
         None => {}
     }
+    match &upgrade_sock {
+        Some(p) => tracing::info!(path = %p.display(), "graceful upgrade socket"),
+        None => tracing::info!(
+            "no graceful upgrade socket (neither server.upgrade_sock nor RUNTIME_DIRECTORY): SIGQUIT stops gracefully without handing the listeners over"
+        ),
+    }
     // Every listener, by its config key. A start binds them all now, so an
     // address in use is an error naming its key before anything else
     // happens; an upgrade takes them over from the old process instead.
-    let endpoint = |key: String, addr: SocketAddr| crate::listen::Endpoint { key, addr };
+    let endpoint = |key: String, addr: SocketAddr| Endpoint { key, addr };
     let proxy_endpoints: Vec<_> = v
         .listen
         .iter()
@@ -114,54 +118,37 @@ pub fn build(
         .map(|(i, a)| endpoint(format!("tls.listen[{i}]"), *a))
         .collect();
     let admin_endpoints = vec![endpoint("admin.listen".into(), v.admin_listen)];
-    let bound = if start.upgrade {
-        None
-    } else {
-        Some((
+    let (proxy_sockets, tls_sockets, admin_sockets) = match (&upgrade_sock, start.upgrade) {
+        (Some(path), true) => {
+            let mut received = crate::handover::receive(path)?;
+            tracing::info!(sockets = received.len(), "listening sockets received");
+            let taken = (
+                crate::listen::take_all(&proxy_endpoints, &mut received)?,
+                crate::listen::take_all(&tls_endpoints, &mut received)?,
+                crate::listen::take_all(&admin_endpoints, &mut received)?,
+            );
+            for name in received.keys() {
+                tracing::warn!(
+                    socket = name.as_str(),
+                    "a listening socket received and not in this config: closed"
+                );
+            }
+            taken
+        }
+        _ => (
             crate::listen::bind_all(&proxy_endpoints)?,
             crate::listen::bind_all(&tls_endpoints)?,
             crate::listen::bind_all(&admin_endpoints)?,
-        ))
-    };
-    let (proxy_bound, tls_bound, admin_bound) = match bound {
-        Some((p, t, a)) => (Some(p), Some(t), Some(a)),
-        None => (None, None, None),
+        ),
     };
     let file_limit = raise_file_limit();
     let default_max = default_max_connections(file_limit, s.upstream_keepalive_pool_size);
-    // Before any session exists: every HTTP/1 body reader takes it when it is made.
-    pingora::protocols::http::v1::set_body_buffer_size(s.body_buffer_bytes);
     tracing::info!(
         file_limit,
         max_connections = s.max_connections.unwrap_or(default_max),
-        body_buffer_bytes = pingora::protocols::http::v1::body_buffer_size(),
+        body_buffer_bytes = s.body_buffer_bytes,
         "connection limits"
     );
-    let conf = ServerConf {
-        threads: s.threads,
-        work_stealing: s.work_stealing,
-        grace_period_seconds: Some(s.grace_period_seconds),
-        graceful_shutdown_timeout_seconds: Some(s.grace_period_seconds),
-        upstream_keepalive_pool_size: s.upstream_keepalive_pool_size,
-        // Empty: no graceful upgrade (SIGQUIT stops gracefully instead).
-        upgrade_sock: upgrade_sock
-            .as_ref()
-            .map_or_else(String::new, |p| p.display().to_string()),
-        ..ServerConf::default()
-    };
-    let opt = Opt {
-        upgrade: start.upgrade,
-        ..Opt::default()
-    };
-    match &upgrade_sock {
-        Some(p) => tracing::info!(path = %p.display(), "graceful upgrade socket"),
-        None => tracing::info!(
-            "no graceful upgrade socket (neither server.upgrade_sock nor RUNTIME_DIRECTORY): SIGQUIT stops gracefully without handing the listeners over"
-        ),
-    }
-    let mut server = Server::new_with_opt_and_conf(Some(opt), conf);
-    server.bootstrap();
-    let h2 = h2_settings(s);
     for w in &v.warnings {
         tracing::warn!("{w}");
     }
@@ -186,6 +173,8 @@ pub fn build(
     for (source, result, n) in discovery.resolution_counts() {
         metrics.discovery_resolved(&source, result, n);
     }
+    let (workers, grace) = (s.threads, Duration::from_secs(s.grace_period_seconds));
+    let work_stealing = s.work_stealing;
     let cell = Arc::new(
         RoutingCell::new(
             source,
@@ -209,104 +198,98 @@ pub fn build(
     }
     drop(first);
 
-    let router = Router {
-        routing: cell.reader(),
-        metrics: metrics.clone(),
-        access_log: access_log.clone(),
-    };
-    let mut proxy = pingora::proxy::http_proxy(&server.configuration, router);
-    (proxy.server_options, proxy.h2_options) = h2;
-    // HTTP/1 is the router's own engine's; Pingora's proxy serves HTTP/2
-    // clients, and HTTP/1 clients only with `[upstream_tls] h2`.
-    let engine = Arc::new(crate::http1::Engine {
+    let engine = Arc::new(crate::engine::Engine {
         routing: cell.reader(),
         metrics: metrics.clone(),
         access_log: access_log.clone(),
     });
-    let guard = Guarded::new(proxy, default_max, cell.reader(), metrics.clone(), engine);
-    if !tls_endpoints.is_empty() {
-        server.add_service(Listening::new(
-            "ketama tls",
-            tls_endpoints,
-            tls_bound,
-            Arc::new(guard.tls_twin()),
-        ));
+    let drain = Arc::new(Drain::default());
+    let guard = Guarded::new(
+        default_max,
+        cell.reader(),
+        metrics.clone(),
+        engine,
+        drain.clone(),
+    );
+    let tls_guard = App::Engine(Arc::new(guard.tls_twin()));
+    let guard = App::Engine(Arc::new(guard));
+    let admin = App::Admin(Arc::new(AdminServer {
+        admin: Admin {
+            cell: cell.clone(),
+            discovery: discovery.clone(),
+            control: control.clone(),
+            metrics: metrics.clone(),
+            access_log: access_log.clone(),
+            latency: Default::default(),
+        },
+    }));
+    let mut listeners = Vec::new();
+    for (endpoints, sockets, app) in [
+        (proxy_endpoints, proxy_sockets, guard),
+        (tls_endpoints, tls_sockets, tls_guard),
+        (admin_endpoints, admin_sockets, admin),
+    ] {
+        for (endpoint, socket) in endpoints.into_iter().zip(sockets) {
+            listeners.push(Listener {
+                endpoint,
+                socket,
+                app: app.clone(),
+            });
+        }
     }
-    server.add_service(Listening::new(
-        "ketama proxy",
-        proxy_endpoints,
-        proxy_bound,
-        Arc::new(guard),
-    ));
-    let admin = Admin {
-        cell: cell.clone(),
-        discovery: discovery.clone(),
-        control: control.clone(),
-        metrics: metrics.clone(),
-        access_log: access_log.clone(),
-        latency: Default::default(),
+    let background: Vec<(&'static str, Arc<dyn Background>)> = vec![
+        (
+            "health checks",
+            Arc::new(HealthChecker {
+                routing: cell.reader(),
+            }),
+        ),
+        (
+            "dns discovery",
+            Arc::new(crate::discovery::Discovery {
+                cell: cell.clone(),
+                discovery,
+                metrics: metrics.clone(),
+            }),
+        ),
+        (
+            "etcd control",
+            Arc::new(crate::control::ControlService {
+                control,
+                cell: cell.clone(),
+                metrics: metrics.clone(),
+            }),
+        ),
+        (
+            "cache totals",
+            Arc::new(crate::metrics::cache::CacheTicker {
+                metrics: metrics.clone(),
+            }),
+        ),
+        (
+            "sigusr1 access log reopen",
+            Arc::new(Reopener { log: access_log }),
+        ),
+        (
+            "sighup reload",
+            Arc::new(SighupReloader {
+                cell: cell.clone(),
+                early: start.early.clone(),
+            }),
+        ),
+    ];
+    let server = Server {
+        workers,
+        work_stealing,
+        grace,
+        upgrade_sock,
+        listeners,
+        background,
+        metrics,
+        drain,
+        early: start.early,
     };
-    server.add_service(Listening::new(
-        "ketama admin",
-        admin_endpoints,
-        admin_bound,
-        Arc::new(crate::listen::PingoraApp(Arc::new(HttpServer::new_app(
-            admin,
-        )))),
-    ));
-    server.add_service(background_service(
-        "health checks",
-        HealthChecker {
-            routing: cell.reader(),
-        },
-    ));
-    server.add_service(background_service(
-        "dns discovery",
-        crate::discovery::Discovery {
-            cell: cell.clone(),
-            discovery,
-            metrics: metrics.clone(),
-        },
-    ));
-    server.add_service(background_service(
-        "etcd control",
-        crate::control::ControlService {
-            control,
-            cell: cell.clone(),
-            metrics: metrics.clone(),
-        },
-    ));
-    server.add_service(background_service(
-        "cache totals",
-        crate::metrics::cache::CacheTicker { metrics },
-    ));
-    server.add_service(background_service(
-        "sigusr1 access log reopen",
-        Reopener { log: access_log },
-    ));
-    server.add_service(background_service(
-        "sighup reload",
-        SighupReloader {
-            cell: cell.clone(),
-            early: start.early.clone(),
-        },
-    ));
     Ok((server, cell))
-}
-
-/// Pingora's HTTP/2 settings from `[server]`, fixed at start: the idle
-/// time of a connection with no open stream (`keepalive_timeout_ms`),
-/// streams at once, and the decoded header list's cap
-/// (`max_header_bytes`, as `SETTINGS_MAX_HEADER_LIST_SIZE`).
-fn h2_settings(
-    s: &ketama_config::model::ServerSection,
-) -> (Option<HttpServerOptions>, Option<H2Options>) {
-    let mut options = HttpServerOptions::default();
-    options.h2_idle_timeout = Some(std::time::Duration::from_millis(s.keepalive_timeout_ms));
-    let mut h2 = H2Options::new();
-    h2.max_concurrent_streams(s.h2_max_concurrent_streams)
-        .max_header_list_size(s.max_header_bytes as u32);
-    (Some(options), Some(h2))
 }
 
 /// Resolves the config's discovery sources once before the first
@@ -349,60 +332,8 @@ fn discover_at_start(v: &Validated) -> anyhow::Result<DiscoveryState> {
     }
 }
 
-/// Pingora's own signal watch (SIGQUIT upgrade, SIGTERM graceful, SIGINT
-/// fast), which also tells the early handlers to stand down once it
-/// listens, so no signal falls between the two. Without an upgrade socket
-/// SIGQUIT is a graceful stop; with one, the listeners go only to a safe
-/// socket of this user's (or root's), else the router serves on.
-struct Signals {
-    early: Early,
-    /// The upgrade socket (`None`: SIGQUIT stops gracefully).
-    upgrade_sock: Option<std::path::PathBuf>,
-}
-
-#[async_trait]
-impl ShutdownSignalWatch for Signals {
-    async fn recv(&self) -> ShutdownSignal {
-        use tokio::signal::unix::{signal, SignalKind};
-        let (Ok(mut quit), Ok(mut term), Ok(mut int)) = (
-            signal(SignalKind::quit()),
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-        ) else {
-            tracing::error!("cannot listen for signals: stopping");
-            return ShutdownSignal::FastShutdown;
-        };
-        self.early.ready();
-        loop {
-            tokio::select! {
-                _ = quit.recv() => {
-                    let Some(path) = &self.upgrade_sock else {
-                        tracing::warn!("SIGQUIT without an upgrade socket: stopping gracefully, the listeners are not handed over");
-                        return ShutdownSignal::GracefulTerminate;
-                    };
-                    // Whoever made the socket receives the listeners: only
-                    // a safe one of this user's (or root's) gets them.
-                    match crate::upgrade::check_before_handover(path) {
-                        Ok(()) => return ShutdownSignal::GracefulUpgrade,
-                        Err(e) => tracing::error!("SIGQUIT: the listeners are not handed over, serving on: {e}"),
-                    }
-                }
-                _ = term.recv() => return ShutdownSignal::GracefulTerminate,
-                _ = int.recv() => return ShutdownSignal::FastShutdown,
-            }
-        }
-    }
-}
-
-/// Runs the server until it is told to stop, then exits the process.
-pub fn run(server: Server, early: Early) -> ! {
-    let sock = &server.configuration.upgrade_sock;
-    let upgrade_sock = (!sock.is_empty()).then(|| std::path::PathBuf::from(sock));
-    server.run(RunArgs {
-        shutdown_signal: Box::new(Signals {
-            early,
-            upgrade_sock,
-        }),
-    });
-    std::process::exit(0)
+/// Serves until a signal says stop, then exits the process with the
+/// status [`Server::run`] returns.
+pub fn run(server: Server) -> ! {
+    std::process::exit(server.run())
 }

@@ -17,9 +17,10 @@ use std::time::{Duration, Instant};
 use ketama_router::access_log::AccessLog;
 use ketama_router::cell::{ConfigSource, Parts, RoutingCell};
 use ketama_router::drain::Drain;
-use ketama_router::http1::io::ClientIo;
-use ketama_router::http1::park::Idle;
-use ketama_router::http1::{conn, Engine};
+use ketama_router::engine::h1::conn;
+use ketama_router::engine::h1::park::Idle;
+use ketama_router::engine::io::ClientIo;
+use ketama_router::engine::Engine;
 use ketama_router::metrics::Metrics;
 use ketama_router::origin::Origin;
 

@@ -76,7 +76,7 @@ fn reloads_apply_the_token_and_report_what_needs_a_restart() {
         &path,
         text.replace("token = \"sekret\"", "auth = false").replace(
             &format!("listen = [\"{}\"]", any_port()),
-            &format!("listen = [\"{moved}\"]\nthreads = 2\nbody_buffer_bytes = 65536"),
+            &format!("listen = [\"{moved}\"]\nthreads = 2\nbody_buffer_bytes = 65536\nupstream_keepalive_pool_size = 64"),
         ),
     )
     .unwrap();
@@ -87,7 +87,7 @@ fn reloads_apply_the_token_and_report_what_needs_a_restart() {
         serde_json::json!([
             "server.listen",
             "server.threads",
-            "server.body_buffer_bytes"
+            "server.upstream_keepalive_pool_size"
         ]),
         "{}",
         resp.body
@@ -98,7 +98,7 @@ fn reloads_apply_the_token_and_report_what_needs_a_restart() {
         serde_json::json!([
             "server.listen",
             "server.threads",
-            "server.body_buffer_bytes"
+            "server.upstream_keepalive_pool_size"
         ])
     );
     assert_eq!(

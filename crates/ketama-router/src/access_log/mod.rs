@@ -137,8 +137,8 @@ pub struct Reopener {
 }
 
 #[async_trait::async_trait]
-impl pingora::services::background::BackgroundService for Reopener {
-    async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
+impl crate::service::Background for Reopener {
+    async fn start(&self, mut shutdown: crate::service::ShutdownWatch) {
         use tokio::signal::unix::{signal, SignalKind};
         let Ok(mut usr1) = signal(SignalKind::user_defined1()) else {
             tracing::error!("cannot listen for SIGUSR1: the access log reopens on reload only");

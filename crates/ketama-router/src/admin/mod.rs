@@ -14,11 +14,8 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
 use ketama::Version;
 use ketama_config::parse_rollout;
-use pingora::apps::http_app::ServeHttp;
-use pingora::protocols::http::ServerSession;
 use serde_json::{json, Value};
 use subtle::ConstantTimeEq;
 
@@ -28,6 +25,7 @@ use crate::discovery::DiscoveryState;
 use crate::metrics::{Metrics, Snapshot};
 use crate::state::RoutingState;
 
+pub mod serve;
 pub mod ui;
 
 /// The admin API's handler. The token it checks is the current config's,
@@ -247,11 +245,16 @@ impl Admin {
     }
 }
 
-#[async_trait]
-impl ServeHttp for Admin {
-    async fn response(&self, session: &mut ServerSession) -> http::Response<Vec<u8>> {
-        if session.req_header().uri.path() == "/ui" {
-            return match session.req_header().method.as_str() {
+impl Admin {
+    /// The answer to one admin request (its head and its body, read
+    /// whole by [`serve`]).
+    pub async fn respond(
+        &self,
+        req: &http::request::Parts,
+        body: Vec<u8>,
+    ) -> http::Response<Vec<u8>> {
+        if req.uri.path() == "/ui" {
+            return match req.method.as_str() {
                 "GET" | "HEAD" => response(200, "text/html; charset=utf-8", ui::PAGE.to_string()),
                 m => json_response(405, json!({"error": format!("{m} is not allowed on /ui")})),
             };
@@ -260,8 +263,9 @@ impl ServeHttp for Admin {
         if let Some(token) = &token {
             // Constant time: how long the comparison takes says nothing
             // about how much of a guess was right.
-            let ok = session
-                .get_header("authorization")
+            let ok = req
+                .headers
+                .get("authorization")
                 .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
                 .is_some_and(|t| bool::from(t.ct_eq(token.as_bytes())));
             if !ok {
@@ -271,9 +275,9 @@ impl ServeHttp for Admin {
                 );
             }
         }
-        let method = session.req_header().method.as_str().to_string();
-        let path = session.req_header().uri.path().to_string();
-        match (method.as_str(), path.as_str()) {
+        let method = req.method.as_str();
+        let path = req.uri.path();
+        match (method, path) {
             ("GET", "/status") => json_response(200, status(self)),
             ("GET", "/ui/data") => {
                 let state = self.cell.state();
@@ -290,8 +294,9 @@ impl ServeHttp for Admin {
                 response(200, "application/json", ui::data(self, &state))
             }
             ("GET", "/metrics") => {
-                let wants_om = session
-                    .get_header("accept")
+                let wants_om = req
+                    .headers
+                    .get("accept")
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(|v| v.contains("application/openmetrics-text"));
                 let state = self.cell.state();
@@ -303,45 +308,25 @@ impl ServeHttp for Admin {
                 };
                 response(200, kind, body)
             }
-            ("PUT", "/rollout") => {
-                let mut body = Vec::new();
-                loop {
-                    match session.read_request_body().await {
-                        Ok(Some(chunk)) => {
-                            body.extend_from_slice(&chunk);
-                            if body.len() > 1 << 20 {
-                                return json_response(413, json!({"error": "body over 1 MiB"}));
-                            }
-                        }
-                        Ok(None) => break,
-                        Err(e) => {
-                            return json_response(
-                                400,
-                                json!({"error": format!("cannot read body: {e}")}),
-                            )
-                        }
-                    }
-                }
-                match self.set_rollout(body).await {
-                    Ok(_) => json_response(200, status(self)["rollout"].clone()),
-                    Err(Refused::RolloutFromEtcd) => {
-                        let (key, rev) = self.control.as_ref().map_or((String::new(), 0), |c| {
-                            (c.rollout_key(), c.rollout_revision())
-                        });
-                        json_response(
-                            409,
-                            json!({"error": format!(
-                                "this router's rollout comes from etcd ({key} at revision {rev}): write it there with `ketama fleet rollout`"
-                            )}),
-                        )
-                    }
-                    Err(Refused::NoMigration) => json_response(
+            ("PUT", "/rollout") => match self.set_rollout(body).await {
+                Ok(_) => json_response(200, status(self)["rollout"].clone()),
+                Err(Refused::RolloutFromEtcd) => {
+                    let (key, rev) = self.control.as_ref().map_or((String::new(), 0), |c| {
+                        (c.rollout_key(), c.rollout_revision())
+                    });
+                    json_response(
                         409,
-                        json!({"error": "no migration is configured: add [migration] to the config"}),
-                    ),
-                    Err(e) => json_response(400, json!({ "error": format!("{e:#}") })),
+                        json!({"error": format!(
+                            "this router's rollout comes from etcd ({key} at revision {rev}): write it there with `ketama fleet rollout`"
+                        )}),
+                    )
                 }
-            }
+                Err(Refused::NoMigration) => json_response(
+                    409,
+                    json!({"error": "no migration is configured: add [migration] to the config"}),
+                ),
+                Err(e) => json_response(400, json!({ "error": format!("{e:#}") })),
+            },
             ("POST", "/reload") => match self.reload().await {
                 Ok(restart) => {
                     json_response(200, json!({"reloaded": true, "restart_needed": restart}))

@@ -16,14 +16,14 @@ use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
+use crate::service::Background;
+use crate::service::ShutdownWatch;
 use anyhow::Context as _;
 use async_trait::async_trait;
 use ketama::Rollout;
 use ketama_config::{parse_rollout, Validated};
 use ketama_fleet::etcd::{self, Client, EtcdError, Kv};
 use ketama_fleet::{Keys, Rejected};
-use pingora::server::ShutdownWatch;
-use pingora::services::background::BackgroundService;
 
 use crate::cell::{RoutingCell, Shared};
 use crate::clock::utc;
@@ -359,7 +359,7 @@ pub struct ControlService {
 }
 
 #[async_trait]
-impl BackgroundService for ControlService {
+impl Background for ControlService {
     async fn start(&self, mut shutdown: ShutdownWatch) {
         let Some(control) = self.control.clone() else {
             return;

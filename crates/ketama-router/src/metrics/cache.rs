@@ -255,8 +255,8 @@ pub struct CacheTicker {
 }
 
 #[async_trait::async_trait]
-impl pingora::services::background::BackgroundService for CacheTicker {
-    async fn start(&self, mut shutdown: pingora::server::ShutdownWatch) {
+impl crate::service::Background for CacheTicker {
+    async fn start(&self, mut shutdown: crate::service::ShutdownWatch) {
         let mut every = tokio::time::interval(TICK);
         loop {
             tokio::select! {

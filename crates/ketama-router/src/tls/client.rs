@@ -1,6 +1,5 @@
-//! The rustls client settings the HTTP/1 engine reaches TLS backends with:
-//! `[upstream_tls]` as Pingora's rustls connector applies it, built once
-//! per config instead of per connection.
+//! The rustls client settings the engine reaches TLS backends with:
+//! `[upstream_tls]`, built once per config instead of per connection.
 //!
 //! | backend | verification | SNI |
 //! |---|---|---|
@@ -8,9 +7,9 @@
 //! | `sni` set, `verify = false` | none (handshake signatures only) | sent |
 //! | no `sni` (discovered backends, `verify = false`) | none, as nginx and Pingora | not sent |
 //!
-//! ALPN offers `http/1.1` only (with `h2 = true`, HTTP/1 requests go
-//! through Pingora's proxy instead); a client certificate is presented
-//! when configured.
+//! ALPN offers `http/1.1`, or with `h2 = true` `h2` first, then
+//! `http/1.1` (a backend that picks HTTP/1.1 is spoken to in HTTP/1.1);
+//! a client certificate is presented when configured.
 
 use std::sync::{Arc, OnceLock};
 
@@ -37,8 +36,15 @@ fn platform_roots() -> Arc<RootCertStore> {
     ROOTS
         .get_or_init(|| {
             let mut roots = RootCertStore::empty();
-            if let Err(e) = pingora::tls::load_platform_certs_incl_env_into_store(&mut roots) {
-                tracing::warn!("cannot read the system's root certificates: {e}");
+            // The system's store, or SSL_CERT_FILE and SSL_CERT_DIR.
+            match rustls_native_certs::load_native_certs() {
+                Ok(certs) => {
+                    let (added, _) = roots.add_parsable_certificates(certs);
+                    if added == 0 {
+                        tracing::warn!("no usable system root certificate found");
+                    }
+                }
+                Err(e) => tracing::warn!("cannot read the system's root certificates: {e}"),
             }
             Arc::new(roots)
         })
@@ -46,7 +52,7 @@ fn platform_roots() -> Arc<RootCertStore> {
 }
 
 /// Accepts any certificate, checking only the handshake's signatures
-/// (Pingora's `SkipAll`).
+/// (as nginx's `proxy_ssl_verify off`).
 #[derive(Debug)]
 struct NoVerification(Arc<CryptoProvider>);
 
@@ -101,6 +107,7 @@ impl ClientConfigs {
     pub fn build(
         ca: Option<&[CertificateDer<'static>]>,
         client: Option<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>)>,
+        h2: bool,
     ) -> Result<ClientConfigs, rustls::Error> {
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let roots = match ca {
@@ -129,7 +136,11 @@ impl ClientConfigs {
                 }
                 None => builder.with_no_client_auth(),
             };
-            config.alpn_protocols = vec![b"http/1.1".to_vec()];
+            config.alpn_protocols = if h2 {
+                vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+            } else {
+                vec![b"http/1.1".to_vec()]
+            };
             config.enable_sni = sni;
             Ok(Arc::new(config))
         };

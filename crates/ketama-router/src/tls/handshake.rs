@@ -1,12 +1,9 @@
 //! A TLS handshake on a client connection: under its deadline, with its
 //! failure reason for `ketama_tls_handshake_failures_total{reason}`.
 
-use std::sync::Arc;
-
-use pingora::protocols::SocketDigest;
 use tokio::net::TcpStream;
+use tokio_rustls::server::TlsStream;
 
-use super::stream::ServerTlsStream;
 use super::ServerTls;
 
 /// Why a handshake failed, as the metric's `reason` label.
@@ -57,11 +54,7 @@ impl Failure {
 
 /// Runs the server side of a handshake on an accepted connection, within
 /// the handshake timeout.
-pub async fn accept(
-    tls: &ServerTls,
-    tcp: TcpStream,
-    socket: Arc<SocketDigest>,
-) -> Result<ServerTlsStream, Failure> {
+pub async fn accept(tls: &ServerTls, tcp: TcpStream) -> Result<TlsStream<TcpStream>, Failure> {
     match tokio::time::timeout(tls.handshake_timeout, tls.acceptor.accept(tcp)).await {
         Err(_) => Err(Failure::Timeout),
         Ok(Err(e)) => {
@@ -69,7 +62,7 @@ pub async fn accept(
             tracing::debug!(reason = f.name(), "TLS handshake failed: {e}");
             Err(f)
         }
-        Ok(Ok(s)) => Ok(ServerTlsStream::new(s, socket)),
+        Ok(Ok(s)) => Ok(s),
     }
 }
 

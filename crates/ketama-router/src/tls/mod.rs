@@ -1,5 +1,4 @@
-//! TLS on both sides, with rustls (Pingora's `rustls` feature, the `ring`
-//! provider; no OpenSSL).
+//! TLS on both sides, with rustls (the `ring` provider; no OpenSSL).
 //!
 //! - [`ServerTls`]: the TLS listeners' certificates (chosen by SNI),
 //!   ALPN, versions, client certificates and session resumption, loaded
@@ -10,13 +9,12 @@
 //!   under `handshake_timeout_ms`; [`handshake`] counts its failures by
 //!   reason.
 //! - [`UpstreamTls`]: `[upstream_tls]` (CA, verification, client
-//!   certificate, h2), applied to the peer of each backend with
+//!   certificate, h2), how the engine reaches each backend with
 //!   `tls = true`.
 
 mod client;
 pub mod handshake;
 mod server;
-pub mod stream;
 mod upstream;
 
 pub use ketama_config::pem::CertFacts;

@@ -1,0 +1,227 @@
+//! The one copy loop: a body from a [`Source`] (a client's request body,
+//! a backend's response body; HTTP/1 or HTTP/2) to a [`Sink`] (a
+//! backend's connection, a client's), a data piece at a time, and the
+//! HTTP/1 source ([`BodySource`]): a body read from a [`Buffered`] stream
+//! in its framing, each piece a slice of the stream's buffer (no copy),
+//! the buffer compacted between reads so that it never holds more than a
+//! read's worth.
+
+use std::future::Future;
+use std::time::Duration;
+
+use super::body::{BodyReader, ChunkError, Framing};
+use super::io::{Buffered, ReadError};
+
+/// What a source has next.
+pub enum Piece<'a> {
+    /// Data at hand (taken: it stays valid until the next call).
+    Data(&'a [u8]),
+    /// Nothing at hand: read on ([`Source::read_more`]).
+    More,
+    /// The body ended.
+    End,
+}
+
+/// Where a body comes from.
+pub trait Source: Send {
+    /// Why it failed.
+    type Error: Send;
+    /// The next piece already read, if any.
+    fn piece(&mut self) -> Result<Piece<'_>, Self::Error>;
+    /// Reads on, after [`Piece::More`].
+    fn read_more(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+}
+
+/// Whether a sink takes more.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flow {
+    /// Go on.
+    Go,
+    /// The receiver wants no more (a backend answered before the request
+    /// body was all sent).
+    Stop,
+}
+
+/// Where a body goes.
+pub trait Sink: Send {
+    /// Why it failed.
+    type Error: Send;
+    /// Takes a piece: written now, or gathered for [`Sink::flush`].
+    fn push(&mut self, data: &[u8]) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
+    /// Writes what was gathered (before the source reads on).
+    fn flush(&mut self) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
+    /// Ends the body (the last chunk, the stream's end).
+    fn finish(&mut self) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
+    /// Runs `f` (the source reading on) unless the receiver wants no more
+    /// first (`Ok(None)`).
+    fn race<F: Future + Send>(
+        &mut self,
+        f: F,
+    ) -> impl Future<Output = Result<Option<F::Output>, Self::Error>> + Send {
+        async { Ok(Some(f.await)) }
+    }
+}
+
+/// How a copy ended well.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Copied {
+    /// The whole body: its data bytes.
+    Whole(u64),
+    /// The receiver stopped it (see [`Flow::Stop`]): the bytes moved.
+    Stopped(u64),
+}
+
+/// How a copy failed, by side, with the data bytes moved before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyError<S, K> {
+    /// The source failed.
+    Source(S, u64),
+    /// The sink failed.
+    Sink(K, u64),
+}
+
+/// Copies the body from `src` to `sink`; see the module docs.
+pub async fn copy<S: Source, K: Sink>(
+    src: &mut S,
+    sink: &mut K,
+) -> Result<Copied, CopyError<S::Error, K::Error>> {
+    let mut moved = 0u64;
+    loop {
+        let piece = src.piece().map_err(|e| CopyError::Source(e, moved))?;
+        let flow = match piece {
+            Piece::Data(d) => {
+                let n = d.len() as u64;
+                let flow = sink.push(d).await.map_err(|e| CopyError::Sink(e, moved))?;
+                moved += n;
+                flow
+            }
+            Piece::End => {
+                return match sink.finish().await {
+                    Ok(Flow::Go) => Ok(Copied::Whole(moved)),
+                    Ok(Flow::Stop) => Ok(Copied::Stopped(moved)),
+                    Err(e) => Err(CopyError::Sink(e, moved)),
+                };
+            }
+            Piece::More => {
+                if sink.flush().await.map_err(|e| CopyError::Sink(e, moved))? == Flow::Stop {
+                    return Ok(Copied::Stopped(moved));
+                }
+                match sink.race(src.read_more()).await {
+                    Err(e) => return Err(CopyError::Sink(e, moved)),
+                    Ok(None) => Flow::Stop,
+                    Ok(Some(r)) => {
+                        r.map_err(|e| CopyError::Source(e, moved))?;
+                        Flow::Go
+                    }
+                }
+            }
+        };
+        if flow == Flow::Stop {
+            return Ok(Copied::Stopped(moved));
+        }
+    }
+}
+
+/// Why an HTTP/1 body could not be read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyError {
+    /// The peer closed or failed before the body's end.
+    Closed,
+    /// Nothing came within the wait.
+    TimedOut,
+    /// Its chunked framing is invalid.
+    Framing(ChunkError),
+}
+
+impl From<ReadError> for BodyError {
+    fn from(e: ReadError) -> Self {
+        match e {
+            ReadError::Closed => BodyError::Closed,
+            ReadError::TimedOut => BodyError::TimedOut,
+        }
+    }
+}
+
+/// An HTTP/1 body read from a [`Buffered`] stream (see the module docs):
+/// each read asks for at most `piece` bytes (a body of known length: no
+/// more than what is left, and one byte more with `overread`, so that a
+/// backend sending more than its length is seen), within `timeout`.
+pub struct BodySource<'a, S> {
+    r: &'a mut Buffered<S>,
+    body: BodyReader,
+    /// A body until the close saw the close.
+    closed: bool,
+    piece: usize,
+    overread: bool,
+    timeout: Duration,
+}
+
+impl<'a, S> BodySource<'a, S> {
+    /// The body framed `framing` at `r`'s pending bytes.
+    pub fn new(
+        r: &'a mut Buffered<S>,
+        framing: Framing,
+        piece: usize,
+        overread: bool,
+        timeout: Duration,
+    ) -> Self {
+        BodySource {
+            r,
+            body: BodyReader::new(framing),
+            closed: false,
+            piece: piece.max(1),
+            overread,
+            timeout,
+        }
+    }
+
+    /// Whether the body was read to its end.
+    pub fn done(&self) -> bool {
+        self.body.done() || self.closed
+    }
+}
+
+impl<S: tokio::io::AsyncRead + Unpin + Send> Source for BodySource<'_, S> {
+    type Error = BodyError;
+
+    fn piece(&mut self) -> Result<Piece<'_>, BodyError> {
+        loop {
+            if self.body.done() {
+                return Ok(Piece::End);
+            }
+            let at = self.r.consumed();
+            let (used, data) = self
+                .body
+                .next(self.r.pending())
+                .map_err(BodyError::Framing)?;
+            self.r.consume(used);
+            if !data.is_empty() {
+                return Ok(Piece::Data(&self.r.buf()[at + data.start..at + data.end]));
+            }
+            if used == 0 || self.r.pending().is_empty() {
+                return Ok(if self.closed { Piece::End } else { Piece::More });
+            }
+        }
+    }
+
+    async fn read_more(&mut self) -> Result<(), BodyError> {
+        self.r.compact();
+        let limit = match self.body.left() {
+            Some(left) => (left.min(self.piece as u64) as usize) + usize::from(self.overread),
+            None => self.piece,
+        };
+        match self
+            .r
+            .read_more(limit.min(self.piece + 1), limit, self.timeout)
+            .await
+        {
+            Ok(_) => Ok(()),
+            // A body until the close ends there.
+            Err(ReadError::Closed) if self.body.until_close() => {
+                self.closed = true;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}

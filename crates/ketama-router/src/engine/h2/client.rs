@@ -1,0 +1,522 @@
+//! An HTTP/2 stream as the client's side of an exchange: its request
+//! ([`H2Request`]: routing's view and forwarding's, cookies joined as RFC
+//! 9113 section 8.2.3 asks before an HTTP/1 hop, `:authority` standing for
+//! `Host`), its body as DATA frames come (flow control released as they
+//! are passed on), its response (`h2`'s headers and DATA frames, written
+//! as the peer's window allows, within `send_timeout_ms`), and the
+//! router's own answers.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use h2::server::SendResponse;
+use h2::{RecvStream, SendStream};
+use http::HeaderName;
+use ketama_config::model::ServerSection;
+
+use super::Open;
+use crate::engine::body::Framing;
+use crate::engine::copy::{Flow, Piece, Sink, Source};
+use crate::engine::exchange::{self, Client, ClientFailure, Ended, Respond, SMALL_BODY};
+use crate::engine::fields::CONNECTION_SPECIFIC;
+use crate::engine::head_write::answer_body;
+use crate::engine::io::{Buffered, UpstreamIo};
+use crate::engine::record::Record;
+use crate::engine::request::Req;
+use crate::engine::response_head::ResponseView;
+use crate::engine::send::SendError;
+use crate::engine::Engine;
+use crate::policy::route::RequestView;
+
+/// An HTTP/2 request's head: the `h2` crate's parts, with its cookies
+/// joined.
+pub struct H2Request<'a> {
+    /// The parts.
+    pub parts: &'a http::request::Parts,
+    /// Its `cookie` fields joined with `; ` (two or more of them).
+    pub cookie: Option<&'a [u8]>,
+}
+
+impl H2Request<'_> {
+    fn path_and_query(&self) -> &[u8] {
+        let uri = &self.parts.uri;
+        uri.path_and_query()
+            .map_or(uri.path(), |pq| pq.as_str())
+            .as_bytes()
+    }
+}
+
+impl Req for H2Request<'_> {
+    fn method(&self) -> &[u8] {
+        self.parts.method.as_str().as_bytes()
+    }
+
+    fn forward_target(&self) -> (bool, &[u8]) {
+        (false, self.path_and_query())
+    }
+
+    fn authority(&self) -> Option<&[u8]> {
+        self.parts.uri.authority().map(|a| a.as_str().as_bytes())
+    }
+
+    fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let joined = self.cookie.is_some();
+        self.parts
+            .headers
+            .iter()
+            .filter(move |(n, _)| !(joined && *n == http::header::COOKIE))
+            .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
+            .chain(self.cookie.map(|c| (&b"cookie"[..], c)))
+    }
+
+    fn content_length(&self) -> Option<u64> {
+        self.parts
+            .headers
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|v| crate::engine::fields::parse_length(v.as_bytes()))
+    }
+
+    fn websocket(&self) -> bool {
+        false
+    }
+
+    fn protocol(&self) -> &'static str {
+        "HTTP/2.0"
+    }
+}
+
+impl RequestView for H2Request<'_> {
+    fn request_uri(&self) -> &[u8] {
+        self.path_and_query()
+    }
+
+    fn path(&self) -> &[u8] {
+        self.parts.uri.path().as_bytes()
+    }
+
+    fn header(&self, name: &HeaderName) -> Option<&[u8]> {
+        if name == http::header::COOKIE && self.cookie.is_some() {
+            return self.cookie;
+        }
+        self.parts.headers.get(name).map(|v| v.as_bytes())
+    }
+
+    fn scheme_authority(&self) -> Option<(&str, &str)> {
+        let uri = &self.parts.uri;
+        Some((uri.scheme_str()?, uri.authority()?.as_str()))
+    }
+
+    fn uri_host(&self) -> Option<&[u8]> {
+        self.parts.uri.host().map(str::as_bytes)
+    }
+}
+
+/// The client's side of one HTTP/2 stream's exchange.
+pub struct H2Client {
+    parts: http::request::Parts,
+    cookie: Option<Vec<u8>>,
+    recv: RecvStream,
+    respond: SendResponse<Bytes>,
+    peer: Option<IpAddr>,
+    tls: bool,
+    /// The body, when read whole.
+    buffered: Option<Vec<u8>>,
+    /// The body was read to its end.
+    read_whole: bool,
+    send_timeout: Duration,
+}
+
+/// Serves one stream: the exchange, then its record.
+pub(super) async fn stream(
+    e: Arc<Engine>,
+    req: http::Request<RecvStream>,
+    respond: SendResponse<Bytes>,
+    peer: Option<IpAddr>,
+    tls: bool,
+    open: Open,
+) {
+    let began = Instant::now();
+    let state = e.routing.state();
+    let server = &state.validated.config.server;
+    let (parts, recv) = req.into_parts();
+    let cookie = join_cookies(&parts.headers);
+    let mut c = H2Client {
+        parts,
+        cookie,
+        read_whole: recv.is_end_stream(),
+        recv,
+        respond,
+        peer,
+        tls,
+        buffered: None,
+        send_timeout: Duration::from_millis(server.send_timeout_ms),
+    };
+    let mut r = Record::default();
+    let ended = exchange::exchange(&e, &mut c, &state, &mut r).await;
+    // Whether the client reset the stream (a stream left unfinished here
+    // is reset by `h2` when its halves are dropped).
+    let reset_by_client = std::future::poll_fn(|cx| {
+        Poll::Ready(matches!(c.respond.poll_reset(cx), Poll::Ready(Ok(_))))
+    })
+    .await;
+    open.ended(ended != Ended::Gone, reset_by_client);
+    r.end(&e, &state, &c.request(), peer, began);
+}
+
+/// The request's `cookie` fields joined with `; ` when there are two or
+/// more (RFC 9113 section 8.2.3), for an HTTP/1 hop and routing.
+fn join_cookies(h: &http::HeaderMap) -> Option<Vec<u8>> {
+    let mut all = h.get_all(http::header::COOKIE).iter();
+    let first = all.next()?;
+    let mut rest = all.peekable();
+    rest.peek()?;
+    let mut v = first.as_bytes().to_vec();
+    for c in rest {
+        v.extend_from_slice(b"; ");
+        v.extend_from_slice(c.as_bytes());
+    }
+    Some(v)
+}
+
+/// A body as its DATA frames come (a client's request body, a backend's
+/// response body), each frame's window given back as the frame is passed
+/// on; a wait longer than `timeout` fails with `timed_out`, a reset or
+/// error with `closed`.
+pub struct RecvSource<'a, E> {
+    pub(crate) recv: &'a mut RecvStream,
+    /// A frame read and not yet handed out.
+    pub(crate) held: Option<Bytes>,
+    /// The frame handed out last (kept while it is passed on).
+    pub(crate) out: Option<Bytes>,
+    pub(crate) timeout: Duration,
+    pub(crate) timed_out: E,
+    pub(crate) closed: E,
+    /// Set at the body's end.
+    pub(crate) read_whole: Option<&'a mut bool>,
+}
+
+/// A client's request body on HTTP/2.
+pub type H2Body<'a> = RecvSource<'a, ClientFailure>;
+
+impl<'a, E> RecvSource<'a, E> {
+    /// `recv`'s body.
+    pub fn new(recv: &'a mut RecvStream, timeout: Duration, timed_out: E, closed: E) -> Self {
+        RecvSource {
+            recv,
+            held: None,
+            out: None,
+            timeout,
+            timed_out,
+            closed,
+            read_whole: None,
+        }
+    }
+}
+
+impl<E: Copy + Send> Source for RecvSource<'_, E> {
+    type Error = E;
+
+    fn piece(&mut self) -> Result<Piece<'_>, E> {
+        if let Some(b) = self.held.take() {
+            let _ = self.recv.flow_control().release_capacity(b.len());
+            let out = self.out.insert(b);
+            return Ok(Piece::Data(&out[..]));
+        }
+        if self.recv.is_end_stream() {
+            if let Some(w) = self.read_whole.as_deref_mut() {
+                *w = true;
+            }
+            return Ok(Piece::End);
+        }
+        Ok(Piece::More)
+    }
+
+    async fn read_more(&mut self) -> Result<(), E> {
+        self.out = None;
+        match tokio::time::timeout(self.timeout, self.recv.data()).await {
+            Ok(Some(Ok(b))) => {
+                self.held = Some(b);
+                Ok(())
+            }
+            Ok(None) => Ok(()),
+            Ok(Some(Err(_))) => Err(self.closed),
+            Err(_) => Err(self.timed_out),
+        }
+    }
+}
+
+/// Where a body goes on an HTTP/2 stream: DATA frames as the peer's
+/// window allows, within `timeout` for each grant (its progress rule, as
+/// HTTP/1's `send_timeout_ms`).
+pub struct H2Sink<'a> {
+    pub(crate) send: &'a mut SendStream<Bytes>,
+    pub(crate) timeout: Duration,
+}
+
+impl H2Sink<'_> {
+    /// Sends `data` (and the stream's end with `end`).
+    pub async fn send_data(&mut self, mut data: &[u8], end: bool) -> Result<(), SendError> {
+        while !data.is_empty() {
+            self.send.reserve_capacity(data.len());
+            let granted = std::future::poll_fn(|cx| match self.send.poll_capacity(cx) {
+                Poll::Ready(Some(Ok(n))) if n > 0 => Poll::Ready(Ok(n)),
+                Poll::Ready(Some(Ok(_))) => Poll::Pending,
+                Poll::Ready(Some(Err(_)) | None) => Poll::Ready(Err(SendError::Closed)),
+                Poll::Pending => Poll::Pending,
+            });
+            let n = match tokio::time::timeout(self.timeout, granted).await {
+                Ok(r) => r?,
+                Err(_) => {
+                    self.send.send_reset(h2::Reason::CANCEL);
+                    return Err(SendError::TimedOut);
+                }
+            };
+            let n = n.min(data.len());
+            let last = end && n == data.len();
+            self.send
+                .send_data(Bytes::copy_from_slice(&data[..n]), last)
+                .map_err(|_| SendError::Closed)?;
+            data = &data[n..];
+        }
+        if end {
+            self.send
+                .send_data(Bytes::new(), true)
+                .map_err(|_| SendError::Closed)?;
+        }
+        Ok(())
+    }
+}
+
+impl Sink for H2Sink<'_> {
+    type Error = SendError;
+
+    async fn push(&mut self, data: &[u8]) -> Result<Flow, SendError> {
+        self.send_data(data, false).await.map(|()| Flow::Go)
+    }
+
+    async fn flush(&mut self) -> Result<Flow, SendError> {
+        Ok(Flow::Go)
+    }
+
+    async fn finish(&mut self) -> Result<Flow, SendError> {
+        self.send_data(&[], true).await.map(|()| Flow::Go)
+    }
+}
+
+/// A response head for an HTTP/2 client from any backend's: the status,
+/// the fields less those HTTP/2 forbids and those the router writes
+/// itself (`Date`), then the router's `Date` and `x-ketama-*` fields.
+pub fn response<'k>(
+    head: &impl ResponseView,
+    ketama: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+) -> http::Response<()> {
+    let mut resp = http::Response::new(());
+    *resp.status_mut() =
+        http::StatusCode::from_u16(head.status()).unwrap_or(http::StatusCode::BAD_GATEWAY);
+    let h = resp.headers_mut();
+    for (name, value) in head.fields() {
+        if name.eq_ignore_ascii_case(b"date")
+            || CONNECTION_SPECIFIC
+                .iter()
+                .any(|c| name.eq_ignore_ascii_case(c))
+        {
+            continue;
+        }
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name),
+            http::HeaderValue::from_bytes(value),
+        ) {
+            h.append(n, v);
+        }
+    }
+    let date = crate::engine::date::now();
+    if let Ok(d) = http::HeaderValue::from_bytes(&date) {
+        h.insert(http::header::DATE, d);
+    }
+    for (name, value) in ketama {
+        if let (Ok(n), Ok(v)) = (
+            HeaderName::from_bytes(name),
+            http::HeaderValue::from_bytes(value),
+        ) {
+            h.append(n, v);
+        }
+    }
+    resp
+}
+
+impl Client for H2Client {
+    fn request(&self) -> impl Req + '_ {
+        H2Request {
+            parts: &self.parts,
+            cookie: self.cookie.as_deref(),
+        }
+    }
+
+    fn peer(&self) -> Option<IpAddr> {
+        self.peer
+    }
+
+    fn tls(&self) -> bool {
+        self.tls
+    }
+
+    async fn continue_if_asked(&mut self, _: Duration) -> Result<(), ClientFailure> {
+        Ok(())
+    }
+
+    async fn buffer_small_body(&mut self, server: &ServerSection) -> Result<(), ClientFailure> {
+        if self.recv.is_end_stream() {
+            self.buffered = Some(Vec::new());
+            self.read_whole = true;
+            return Ok(());
+        }
+        match self.request().content_length() {
+            Some(n) if n <= SMALL_BODY => {}
+            _ => return Ok(()),
+        }
+        let timeout = Duration::from_millis(server.client_body_timeout_ms);
+        let mut body = Vec::new();
+        loop {
+            match tokio::time::timeout(timeout, self.recv.data()).await {
+                Ok(Some(Ok(b))) => {
+                    body.extend_from_slice(&b);
+                    let _ = self.recv.flow_control().release_capacity(b.len());
+                    if body.len() as u64 > SMALL_BODY {
+                        return Err(ClientFailure::Disconnected);
+                    }
+                }
+                Ok(None) => break,
+                Ok(Some(Err(_))) => return Err(ClientFailure::Disconnected),
+                Err(_) => return Err(ClientFailure::TimedOut),
+            }
+        }
+        self.buffered = Some(body);
+        self.read_whole = true;
+        Ok(())
+    }
+
+    fn buffered(&self) -> Option<&[u8]> {
+        self.buffered.as_deref()
+    }
+
+    fn body(&mut self, server: &ServerSection) -> impl Source<Error = ClientFailure> + '_ {
+        let timeout = Duration::from_millis(server.client_body_timeout_ms);
+        let mut body = RecvSource::new(
+            &mut self.recv,
+            timeout,
+            ClientFailure::TimedOut,
+            ClientFailure::Disconnected,
+        );
+        body.read_whole = Some(&mut self.read_whole);
+        body
+    }
+
+    fn body_length(&self) -> Option<u64> {
+        self.request().content_length()
+    }
+
+    fn read_whole(&self) -> bool {
+        self.read_whole
+    }
+
+    async fn gone(&mut self) {
+        let _ = std::future::poll_fn(|cx| self.respond.poll_reset(cx)).await;
+    }
+
+    async fn respond(
+        &mut self,
+        head: &impl ResponseView,
+        r: Respond<'_>,
+    ) -> Result<impl Sink<Error = SendError> + '_, SendError> {
+        let resp = response(head, r.ketama.iter());
+        let end = r.framing == Framing::Empty;
+        let send = self
+            .respond
+            .send_response(resp, end)
+            .map_err(|_| SendError::Closed)?;
+        Ok(H2Out {
+            send,
+            timeout: self.send_timeout,
+            ended: end,
+        })
+    }
+
+    async fn answer(&mut self, status: u16, words: &str, backend: Option<&[u8]>, _keep: bool) {
+        let mut body = Vec::new();
+        let head = self.request().is_head();
+        if !head {
+            answer_body(words, &mut body);
+        }
+        let mut resp = http::Response::builder()
+            .status(status)
+            .header("server", "ketama-router")
+            .header("date", &crate::engine::date::now()[..])
+            .header("content-type", "text/plain")
+            .header("cache-control", "private, no-store")
+            .header("content-length", body.len());
+        if let Some(b) = backend {
+            resp = resp.header("x-ketama-backend", b);
+        }
+        let Ok(resp) = resp.body(()) else { return };
+        let Ok(mut send) = self.respond.send_response(resp, body.is_empty()) else {
+            return;
+        };
+        if !body.is_empty() {
+            let mut sink = H2Sink {
+                send: &mut send,
+                timeout: self.send_timeout,
+            };
+            let _ = sink.send_data(&body, true).await;
+        }
+    }
+
+    fn keeps(&self) -> bool {
+        true
+    }
+
+    async fn tunnel(&mut self, _: &mut Buffered<UpstreamIo>, _: Duration) -> u64 {
+        // An HTTP/2 client asks for no upgrade (`Req::websocket`).
+        0
+    }
+}
+
+/// An HTTP/2 response's body on its way: the stream's sender.
+pub struct H2Out {
+    send: SendStream<Bytes>,
+    timeout: Duration,
+    /// The stream ended with the head (no body).
+    ended: bool,
+}
+
+impl Sink for H2Out {
+    type Error = SendError;
+
+    async fn push(&mut self, data: &[u8]) -> Result<Flow, SendError> {
+        H2Sink {
+            send: &mut self.send,
+            timeout: self.timeout,
+        }
+        .push(data)
+        .await
+    }
+
+    async fn flush(&mut self) -> Result<Flow, SendError> {
+        Ok(Flow::Go)
+    }
+
+    async fn finish(&mut self) -> Result<Flow, SendError> {
+        if self.ended {
+            return Ok(Flow::Go);
+        }
+        self.ended = true;
+        H2Sink {
+            send: &mut self.send,
+            timeout: self.timeout,
+        }
+        .finish()
+        .await
+    }
+}

@@ -1,0 +1,178 @@
+//! HTTP/2 clients (ALPN `h2`, or h2c with prior knowledge), served with
+//! the `h2` crate: each stream an exchange through the same code as an
+//! HTTP/1 request ([`super::exchange`], with an [`H2Client`]), on a task
+//! of its own on the connection's worker thread.
+//!
+//! What a connection may cost, each a `[server]` setting where nginx has
+//! one:
+//!
+//! | limit | HTTP/2 |
+//! |---|---|
+//! | `h2_max_concurrent_streams` | `SETTINGS_MAX_CONCURRENT_STREAMS`; a stream past it is refused (`REFUSED_STREAM`) |
+//! | `max_header_bytes` | `SETTINGS_MAX_HEADER_LIST_SIZE`: a decoded header list over it is refused |
+//! | `client_header_timeout_ms` | the preface, then each header block, from its first byte ([`guard`]) |
+//! | `keepalive_timeout_ms` | a connection with no open stream this long is closed |
+//! | `client_body_timeout_ms` | per stream, between two DATA frames: 408 on that stream |
+//! | `send_timeout_ms` | per stream, no flow-control window granted for it: the stream is reset |
+//! | resets | streams the client resets before the router accepts them: 20 (`h2`'s pending-accept budget); streams the router must reset for a client's error: 1,024; streams the client resets after they were accepted: [`RESET_BUDGET`], earned back by streams answered whole; past any of them the connection ends (`GOAWAY`) |
+//!
+//! RFC 9113's rules are the `h2` crate's: connection-specific fields
+//! (`Connection`, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`,
+//! `Upgrade`), `TE` other than `trailers`, pseudo-headers out of place or
+//! repeated make a stream malformed (reset); a `content-length` that the
+//! DATA frames do not match resets the stream.
+
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::Notify;
+
+use super::io::ClientIo;
+use super::Engine;
+use crate::drain::Drain;
+use crate::metrics::OpenConnection;
+
+pub mod client;
+pub mod guard;
+mod scan;
+pub mod upstream;
+
+pub use client::{H2Client, H2Request, H2Sink, RecvSource};
+
+/// The HTTP/2 connection preface (RFC 9113 section 3.4).
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Streams a client may reset after the router accepted them, before its
+/// connection ends; each stream answered whole earns one back (up to
+/// this many).
+pub const RESET_BUDGET: i64 = 256;
+
+/// The connection's open streams and reset budget, shared with their
+/// tasks.
+#[derive(Default)]
+struct Streams {
+    open: AtomicUsize,
+    budget: AtomicI64,
+    /// Woken when the last open stream ends, or the budget runs out.
+    changed: Notify,
+}
+
+/// One open stream's place in [`Streams`].
+struct Open(Arc<Streams>);
+
+impl Open {
+    fn new(s: &Arc<Streams>) -> Open {
+        s.open.fetch_add(1, Relaxed);
+        Open(s.clone())
+    }
+
+    /// How the stream ended: answered whole, or reset by the client.
+    fn ended(&self, whole: bool, reset_by_client: bool) {
+        let b = &self.0.budget;
+        if whole {
+            if b.load(Relaxed) < RESET_BUDGET {
+                b.fetch_add(1, Relaxed);
+            }
+        } else if reset_by_client && b.fetch_sub(1, Relaxed) <= 1 {
+            self.0.changed.notify_one();
+        }
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        if self.0.open.fetch_sub(1, Relaxed) == 1 {
+            self.0.changed.notify_one();
+        }
+    }
+}
+
+/// Serves an HTTP/2 connection until it closes: `early` its first bytes,
+/// already read (an h2c preface).
+pub async fn serve(
+    io: ClientIo,
+    early: Vec<u8>,
+    peer: Option<std::net::IpAddr>,
+    engine: Arc<Engine>,
+    drain: Arc<Drain>,
+    _open: OpenConnection,
+) {
+    let tls = io.is_tls();
+    let state = engine.routing.state();
+    let server = &state.validated.config.server;
+    let header_timeout = Duration::from_millis(server.client_header_timeout_ms);
+    let keepalive = Duration::from_millis(server.keepalive_timeout_ms);
+    let mut builder = h2::server::Builder::new();
+    builder
+        .max_concurrent_streams(server.h2_max_concurrent_streams)
+        .max_header_list_size(server.max_header_bytes as u32)
+        .max_pending_accept_reset_streams(20)
+        .max_local_error_reset_streams(Some(1024))
+        .max_concurrent_reset_streams(10)
+        .max_send_buffer_size(server.body_buffer_bytes.min(1 << 20));
+    drop(state);
+    let guarded = guard::Guarded::new(io, early, header_timeout);
+    let expired = guarded.expired();
+    let mut conn = match builder.handshake::<_, Bytes>(guarded).await {
+        Ok(c) => c,
+        Err(_) => {
+            if expired.load(Relaxed) {
+                engine.metrics.client_error("header_timeout");
+            }
+            return;
+        }
+    };
+    let streams = Arc::new(Streams {
+        budget: AtomicI64::new(RESET_BUDGET),
+        ..Streams::default()
+    });
+    let closing = drain.close_idle.notified();
+    tokio::pin!(closing);
+    closing.as_mut().enable();
+    let mut idle_since = Instant::now();
+    let mut stopping = false;
+    loop {
+        if drain.is_closing() && !stopping {
+            conn.graceful_shutdown();
+            stopping = true;
+        }
+        let idle = streams.open.load(Relaxed) == 0;
+        let idle_until = tokio::time::Instant::from_std(idle_since + keepalive);
+        tokio::select! {
+            accepted = conn.accept() => match accepted {
+                Some(Ok((req, respond))) => {
+                    let open = Open::new(&streams);
+                    tokio::spawn(client::stream(engine.clone(), req, respond, peer, tls, open));
+                }
+                Some(Err(e)) => {
+                    if expired.load(Relaxed) {
+                        engine.metrics.client_error("header_timeout");
+                    }
+                    tracing::debug!("HTTP/2 connection ended: {e}");
+                    return;
+                }
+                None => return,
+            },
+            () = streams.changed.notified() => {
+                if streams.budget.load(Relaxed) <= 0 {
+                    engine.metrics.client_error("h2_reset_flood");
+                    conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                    stopping = true;
+                }
+                if streams.open.load(Relaxed) == 0 {
+                    idle_since = Instant::now();
+                }
+            }
+            () = tokio::time::sleep_until(idle_until), if idle && !stopping => {
+                // Idle with nothing in flight: closed at once.
+                return;
+            }
+            () = &mut closing, if !stopping => {
+                conn.graceful_shutdown();
+                stopping = true;
+            }
+        }
+    }
+}

@@ -1,0 +1,278 @@
+//! The HTTP/1 heads the engine writes, whichever protocol the other side
+//! spoke: a request head for a backend (from any [`Req`], as nginx's
+//! proxy writes it: the fields nginx never forwards ([`NOT_FORWARDED`])
+//! dropped or written anew, `Content-Length` as a plain number, a
+//! WebSocket upgrade's fields normalized, `X-Forwarded-*` added), a
+//! response head for a client (from any [`ResponseView`], with the
+//! router's `Date`, `Connection` and `x-ketama-*` fields), and the
+//! router's own answers. Every piece is copied from the buffers it was
+//! read into, or from bytes prepared once: no allocation once the output
+//! buffer has grown.
+
+use super::fields::NOT_FORWARDED;
+use super::request::Req;
+use super::response_head::ResponseView;
+
+/// What the request head for a backend is made of, besides the
+/// client's request.
+pub struct Upstream<'a> {
+    /// The body goes chunked (a chunked HTTP/1 body, or an HTTP/2 body of
+    /// no announced length).
+    pub chunked: bool,
+    /// `X-Forwarded-For`'s last hop and `X-Forwarded-Proto`, when on.
+    pub forwarded: Option<(Option<std::net::IpAddr>, bool)>,
+    /// `[migration] previous_owner_header` (the client's fields of it are
+    /// dropped) and, when the backend gets one, its value.
+    pub hint: Option<(&'a [u8], Option<&'a [u8]>)>,
+}
+
+/// Whether a request field goes to a backend as the client sent it: not
+/// one nginx never forwards (see [`NOT_FORWARDED`]; `Host` stays unless
+/// `host_replaced`), not `X-Forwarded-*` when the router writes them, not
+/// the previous-owner hint's name.
+pub fn forwarded_as_sent(name: &[u8], host_replaced: bool, up: &Upstream<'_>) -> bool {
+    if name.eq_ignore_ascii_case(b"host") {
+        return !host_replaced;
+    }
+    if NOT_FORWARDED.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+        return false;
+    }
+    if let Some((ip, _)) = up.forwarded {
+        if name.eq_ignore_ascii_case(b"x-forwarded-proto")
+            || (ip.is_some() && name.eq_ignore_ascii_case(b"x-forwarded-for"))
+        {
+            return false;
+        }
+    }
+    !up.hint.is_some_and(|(h, _)| name.eq_ignore_ascii_case(h))
+}
+
+/// Writes `X-Forwarded-For` (the client's values, in order, then its
+/// address) into `out` as `name: value\r\n`.
+pub fn forwarded_for(req: &impl Req, ip: std::net::IpAddr, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"x-forwarded-for: ");
+    write_forwarded_for(req, ip, out);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The value of `X-Forwarded-For` into `out`.
+pub fn write_forwarded_for(req: &impl Req, ip: std::net::IpAddr, out: &mut Vec<u8>) {
+    for (n, v) in req.fields() {
+        if n.eq_ignore_ascii_case(b"x-forwarded-for") {
+            out.extend_from_slice(v);
+            out.extend_from_slice(b", ");
+        }
+    }
+    write_ip(ip, out);
+}
+
+/// Writes the HTTP/1 request head for a backend into `out` (cleared
+/// first).
+pub fn request_head(req: &impl Req, up: &Upstream<'_>, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(req.method());
+    out.push(b' ');
+    let (slash, target) = req.forward_target();
+    if slash {
+        out.push(b'/');
+    }
+    out.extend_from_slice(target);
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let authority = req.authority();
+    for (name, value) in req.fields() {
+        if forwarded_as_sent(name, authority.is_some(), up) {
+            out.extend_from_slice(name);
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if let Some(host) = authority {
+        out.extend_from_slice(b"Host: ");
+        out.extend_from_slice(host);
+        out.extend_from_slice(b"\r\n");
+    }
+    if up.chunked {
+        out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+    } else if let Some(n) = req.content_length() {
+        out.extend_from_slice(b"Content-Length: ");
+        out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if req.websocket() {
+        out.extend_from_slice(b"Connection: upgrade\r\nUpgrade: websocket\r\n");
+    }
+    if let Some((name, Some(value))) = up.hint {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    if let Some((ip, tls)) = up.forwarded {
+        if let Some(ip) = ip {
+            forwarded_for(req, ip, out);
+        }
+        out.extend_from_slice(if tls {
+            b"x-forwarded-proto: https\r\n"
+        } else {
+            b"x-forwarded-proto: http\r\n"
+        });
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// An address in text, without allocating.
+fn write_ip(ip: std::net::IpAddr, out: &mut Vec<u8>) {
+    use std::io::Write as _;
+    let _ = write!(out, "{ip}");
+}
+
+/// Fields of a backend's response the router writes itself, or drops
+/// (toward an HTTP/1 client; HTTP/2 drops more: see
+/// [`super::fields::CONNECTION_SPECIFIC`]).
+pub const RESPONSE_SKIP: [&[u8]; 6] = [
+    b"connection",
+    b"keep-alive",
+    b"proxy-connection",
+    b"transfer-encoding",
+    b"date",
+    b"trailer",
+];
+
+/// What the response head for an HTTP/1 client is made of, besides the
+/// backend's.
+pub struct Downstream<'a> {
+    /// `Connection: keep-alive` (else `close`).
+    pub keep_alive: bool,
+    /// The body goes to the client chunked.
+    pub chunked: bool,
+    /// `Content-Length` the router writes (a backend's HTTP/2 response
+    /// whose length it knows from its own field).
+    pub length: Option<u64>,
+    /// The `Date` value.
+    pub date: &'a [u8],
+}
+
+/// Writes the response head for an HTTP/1 client into `out` (cleared
+/// first), `ketama` (the `x-ketama-*` fields) after the backend's.
+pub fn response_head<'k>(
+    r: &impl ResponseView,
+    d: &Downstream<'_>,
+    ketama: impl Iterator<Item = (&'k [u8], &'k [u8])>,
+    out: &mut Vec<u8>,
+) {
+    out.clear();
+    let status = r.status();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    let mut code = itoa::Buffer::new();
+    out.extend_from_slice(code.format(status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(r.reason());
+    out.extend_from_slice(b"\r\n");
+    // A 101's fields go as they came (no Date or Connection on an
+    // informational response); any other's lose those the router writes
+    // itself.
+    let switching = status == 101;
+    for (name, value) in r.fields() {
+        if !switching && RESPONSE_SKIP.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+            continue;
+        }
+        if d.length.is_some() && name.eq_ignore_ascii_case(b"content-length") {
+            continue;
+        }
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    if !switching {
+        out.extend_from_slice(b"Date: ");
+        out.extend_from_slice(d.date);
+        out.extend_from_slice(if d.keep_alive {
+            b"\r\nConnection: keep-alive\r\n"
+        } else {
+            b"\r\nConnection: close\r\n"
+        });
+        if d.chunked {
+            out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
+        } else if let Some(n) = d.length {
+            out.extend_from_slice(b"Content-Length: ");
+            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    for (name, value) in ketama {
+        out.extend_from_slice(name);
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The reason phrase of the statuses the router answers with itself.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        400 => "Bad Request",
+        405 => "Not Allowed",
+        408 => "Request Timeout",
+        414 => "URI Too Long",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => http::StatusCode::from_u16(status)
+            .ok()
+            .and_then(|s| s.canonical_reason())
+            .unwrap_or("Unknown"),
+    }
+}
+
+/// The body of the router's own answer: `ketama-router: WORDS\n`.
+pub fn answer_body(words: &str, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"ketama-router: ");
+    out.extend_from_slice(words.as_bytes());
+    out.push(b'\n');
+}
+
+/// Writes the router's own HTTP/1 answer `status` into `out` (cleared
+/// first): `ketama-router: WORDS` as its body, `x-ketama-backend` naming
+/// the backend tried when given, the connection kept or closed as `keep`
+/// says; no body for a `HEAD` request.
+pub fn answer(
+    status: u16,
+    words: &str,
+    backend: Option<&[u8]>,
+    keep: bool,
+    head_request: bool,
+    out: &mut Vec<u8>,
+) {
+    out.clear();
+    let body_len = "ketama-router: ".len() + words.len() + 1;
+    let mut n = itoa::Buffer::new();
+    out.extend_from_slice(b"HTTP/1.1 ");
+    out.extend_from_slice(n.format(status).as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(reason(status).as_bytes());
+    out.extend_from_slice(b"\r\nServer: ketama-router\r\nDate: ");
+    out.extend_from_slice(&super::date::now());
+    out.extend_from_slice(b"\r\nContent-Length: ");
+    out.extend_from_slice(n.format(body_len).as_bytes());
+    out.extend_from_slice(b"\r\nCache-Control: private, no-store\r\n");
+    if let Some(b) = backend {
+        out.extend_from_slice(b"x-ketama-backend: ");
+        out.extend_from_slice(b);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(if keep {
+        b"Connection: keep-alive\r\n\r\n"
+    } else {
+        b"Connection: close\r\n\r\n"
+    });
+    if !head_request {
+        answer_body(words, out);
+    }
+}

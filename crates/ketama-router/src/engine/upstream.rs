@@ -1,0 +1,149 @@
+//! Reaching a backend: a pooled connection, or a new one within
+//! `connect_timeout_ms` (TCP, then TLS for a backend with `tls = true`).
+//! HTTP/1 connections are pooled whole, one request at a time
+//! ([`super::pool`]); with `[upstream_tls] h2 = true` a TLS backend whose
+//! ALPN picks `h2` gets one HTTP/2 connection per worker thread, shared
+//! by every request to it ([`super::h2::upstream`]), and one that picks
+//! `http/1.1` is spoken to in HTTP/1.1.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tokio::net::TcpStream;
+
+use super::io::{Buffered, UpstreamIo};
+use super::{buffers, pool};
+use crate::policy::Failure;
+use crate::state::{Backend, RoutingState};
+
+/// An HTTP/1 connection to a backend, its reader's buffer, and whether
+/// it came from the pool.
+pub struct H1Conn {
+    /// The connection and what was read of it.
+    pub io: Buffered<UpstreamIo>,
+    /// Taken from the pool (a kept-alive connection the backend may have
+    /// closed meanwhile: see [`crate::policy::retry`]).
+    pub reused: bool,
+    /// Its key in the pool.
+    pub key: pool::Key,
+}
+
+impl H1Conn {
+    /// Gives the connection back to the pool (`reuse`) or closes it; the
+    /// buffer goes back to the thread's spares either way.
+    pub fn done(self, reuse: bool, pool_size: usize) {
+        let (io, buf) = self.io.into_parts();
+        buffers::give(buf);
+        if reuse {
+            pool::put(&self.key, io, pool_size);
+        }
+    }
+}
+
+/// A connection to a backend for one attempt.
+pub enum Conn {
+    /// HTTP/1: one request at a time.
+    H1(H1Conn),
+    /// HTTP/2: a stream of a shared connection.
+    H2(super::h2::upstream::Sender),
+}
+
+impl Conn {
+    /// Whether it was made before this request (a closed keep-alive
+    /// connection is not the backend failing).
+    pub fn reused(&self) -> bool {
+        match self {
+            Conn::H1(c) => c.reused,
+            Conn::H2(s) => s.reused,
+        }
+    }
+}
+
+/// The pool key of `backend` under `state`'s TLS settings.
+pub fn key(state: &RoutingState, backend: &Backend) -> pool::Key {
+    pool::Key {
+        addr: backend.addr,
+        tls: backend
+            .tls
+            .as_ref()
+            .map(|sni| (sni.clone(), state.upstream_tls.group_key())),
+    }
+}
+
+/// A connection to `backend`: this thread's HTTP/2 connection to it or an
+/// idle HTTP/1 one, or a new one.
+pub async fn connect(state: &RoutingState, backend: &Backend) -> Result<Conn, Failure> {
+    let key = key(state, backend);
+    if let Some(send) = super::h2::upstream::shared(&key) {
+        return Ok(Conn::H2(send));
+    }
+    if let Some(io) = pool::take(&key) {
+        return Ok(Conn::H1(H1Conn {
+            io: Buffered::new(io, buffers::take()),
+            reused: true,
+            key,
+        }));
+    }
+    let timeout = backend.limits.connect_timeout;
+    let io = tokio::time::timeout(timeout, dial(state, backend))
+        .await
+        .map_err(|_| Failure::ConnectTimeout)??;
+    if io.is_h2() {
+        let send = tokio::time::timeout(timeout, super::h2::upstream::handshake(io, key))
+            .await
+            .map_err(|_| Failure::ConnectTimeout)??;
+        return Ok(Conn::H2(send));
+    }
+    Ok(Conn::H1(H1Conn {
+        io: Buffered::new(io, buffers::take()),
+        reused: false,
+        key,
+    }))
+}
+
+/// A new connection to `backend`: TCP, then TLS when it has `tls`.
+pub async fn dial(state: &RoutingState, backend: &Backend) -> Result<UpstreamIo, Failure> {
+    let tls = backend
+        .tls
+        .as_ref()
+        .map(|sni| state.upstream_tls.for_engine(sni, backend.addr.ip()));
+    dial_with(backend.addr, tls).await.map_err(|e| {
+        tracing::debug!(
+            backend = backend.server.as_str(),
+            "cannot reach the backend: {e}"
+        );
+        Failure::Connect
+    })
+}
+
+/// The rustls settings and server name a TLS backend is reached with.
+pub type TlsTo = (
+    std::sync::Arc<rustls::ClientConfig>,
+    rustls_pki_types::ServerName<'static>,
+);
+
+/// A new connection to `addr`: TCP, then TLS with `tls`'s settings.
+pub async fn dial_with(addr: SocketAddr, tls: Option<TlsTo>) -> std::io::Result<UpstreamIo> {
+    let tcp = TcpStream::connect(addr).await?;
+    // Requests are written whole: no reason to wait for an ACK.
+    let _ = tcp.set_nodelay(true);
+    let Some((config, name)) = tls else {
+        return Ok(UpstreamIo::Plain(tcp));
+    };
+    let tls = tokio_rustls::TlsConnector::from(config)
+        .connect(name, tcp)
+        .await?;
+    Ok(UpstreamIo::Tls(Box::new(tls)))
+}
+
+/// Runs `f` within `d`; past it, [`Failure::Timeout`].
+pub async fn within<T>(
+    d: Duration,
+    f: impl std::future::Future<Output = std::io::Result<T>>,
+) -> Result<T, Failure> {
+    match tokio::time::timeout(d, f).await {
+        Ok(Ok(t)) => Ok(t),
+        Ok(Err(_)) => Err(Failure::Broken),
+        Err(_) => Err(Failure::Timeout),
+    }
+}

@@ -1,0 +1,261 @@
+//! One attempt at an HTTP/1 backend, for any client: the request head
+//! ([`super::head_write::request_head`]) and body ([`super::upload`]),
+//! the response head read incrementally (interim `1xx` heads dropped:
+//! the router answers `Expect` itself, as nginx does) while watching the
+//! client, which may leave meanwhile (nginx's `proxy_ignore_client_abort
+//! off`), then the response relayed through the one copy loop, and the
+//! backend's connection kept when the exchange left it clean. After a
+//! `101` to a WebSocket upgrade the router forwarded, an HTTP/1 client's
+//! connection and the backend's are joined ([`super::h1::tunnel`]).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::body::Framing;
+use super::copy::{copy, BodyError, BodySource, Copied, CopyError, Flow};
+use super::exchange::{failed, send_failed, Client, ClientFailure, Respond, Tried};
+use super::head_write::{self, Upstream};
+use super::io::{Buffered, ReadError, UpstreamIo};
+use super::record::Record;
+use super::request::Req;
+use super::response_head::{H1Response, ResponseHead};
+use super::upload::{Sent, UpstreamSink};
+use super::upstream::H1Conn;
+use super::{buffers, Engine};
+use crate::policy::{Failure, Stage};
+use crate::state::RoutingState;
+
+/// A response head larger than this is refused.
+pub const MAX_RESPONSE_HEAD: usize = 1 << 20;
+
+/// Whether a response head is an interim one the router drops (a `1xx`
+/// other than `101`).
+pub fn interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
+}
+
+/// One attempt at the HTTP/1 backend `conn`.
+pub async fn attempt<C: Client>(
+    e: &Engine,
+    c: &mut C,
+    state: &Arc<RoutingState>,
+    r: &mut Record,
+    mut conn: H1Conn,
+) -> Tried {
+    let server = &state.validated.config.server;
+    let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
+    let limits = state.backends[n].limits;
+    let mut out = buffers::take();
+    let told = crate::policy::route::previous_owner_hint(state, r.route.as_ref(), r.previous, n);
+    if told.is_some() {
+        e.metrics.previous_owner_hint();
+    }
+    let hint = state
+        .previous_owner_header
+        .as_ref()
+        .map(|h| (h.as_str().as_bytes(), told.map(str::as_bytes)));
+    let chunked = c.buffered().is_none() && c.body_length().is_none();
+    let up = Upstream {
+        chunked,
+        forwarded: server.forwarded_headers.then_some((c.peer(), c.tls())),
+        hint,
+    };
+    head_write::request_head(&c.request(), &up, &mut out);
+    r.head_sent();
+    let mut head = ResponseHead::new();
+    let sent = send(
+        c,
+        &mut conn.io,
+        &mut head,
+        &out,
+        chunked,
+        server,
+        limits.write_timeout,
+    )
+    .await;
+    buffers::give(out);
+    let early = match sent {
+        Ok(s) => s == Sent::Answered,
+        Err(f) => {
+            conn.done(false, 0);
+            return f;
+        }
+    };
+    if !early {
+        if let Err(t) = read_head(c, &mut conn.io, &mut head, limits.read_timeout).await {
+            conn.done(false, 0);
+            if matches!(t, Tried::ClientFailed(_)) {
+                r.attempt_ended(state);
+            }
+            return t;
+        }
+    }
+    // A switch of protocols nobody asked for is no answer to this request:
+    // what follows would pass unrouted (nginx reads it as the next
+    // request; the router refuses the response).
+    let switching = head.status == 101;
+    if switching && !c.request().websocket() {
+        conn.done(false, 0);
+        return failed(Stage::AwaitingHead, Failure::BadResponse);
+    }
+    let name = state.cache.header().as_bytes();
+    let buf = conn.io.buf();
+    r.answered(
+        state,
+        head.status,
+        head.headers
+            .iter()
+            .filter(|h| h.name.of(buf).eq_ignore_ascii_case(name))
+            .map(|h| h.value.of(buf)),
+    );
+    let framing = head.body(c.request().is_head());
+    let reusable = !head.close && framing != Framing::UntilClose && !early && !switching;
+    let respond = Respond {
+        framing,
+        length: None,
+        early,
+        ketama: r.ketama_fields(state, n),
+    };
+    let copied = {
+        let view = H1Response {
+            head: &head,
+            buf: conn.io.buf(),
+        };
+        let sink = c.respond(&view, respond).await;
+        r.status = head.status;
+        let mut sink = match sink {
+            Ok(s) => s,
+            Err(err) => {
+                send_failed(e, err);
+                r.attempt_ended(state);
+                conn.done(false, 0);
+                return Tried::Done;
+            }
+        };
+        conn.io.consume(head.len);
+        conn.io.compact();
+        let piece = server.body_buffer_bytes;
+        let mut source = BodySource::new(&mut conn.io, framing, piece, true, limits.read_timeout);
+        copy(&mut source, &mut sink).await
+    };
+    drop(head);
+    let bytes = match copied {
+        Ok(Copied::Whole(b) | Copied::Stopped(b)) => b,
+        Err(CopyError::Source(_, b) | CopyError::Sink(_, b)) => b,
+    };
+    r.bytes_sent = bytes;
+    match copied {
+        Ok(_) => {
+            r.attempt_ended(state);
+            if switching {
+                r.bytes_sent += c.tunnel(&mut conn.io, limits.read_timeout).await;
+                conn.done(false, 0);
+                return Tried::Done;
+            }
+            let clean = conn.io.pending().is_empty();
+            conn.done(reusable && clean, server.upstream_keepalive_pool_size);
+            Tried::Done
+        }
+        Err(CopyError::Source(err, _)) => {
+            conn.done(false, 0);
+            failed(
+                Stage::Answered,
+                match err {
+                    BodyError::TimedOut => Failure::Timeout,
+                    BodyError::Framing(_) => Failure::BadResponse,
+                    BodyError::Closed => Failure::Broken,
+                },
+            )
+        }
+        Err(CopyError::Sink(err, _)) => {
+            send_failed(e, err);
+            r.attempt_ended(state);
+            conn.done(false, 0);
+            Tried::Done
+        }
+    }
+}
+
+/// Sends the request head `out` and the body (see [`super::upload`]);
+/// what the backend sends meanwhile goes to `up`'s buffer and `head`.
+#[allow(clippy::too_many_arguments)]
+async fn send<C: Client>(
+    c: &mut C,
+    up: &mut Buffered<UpstreamIo>,
+    head: &mut ResponseHead,
+    out: &[u8],
+    chunked: bool,
+    server: &ketama_config::model::ServerSection,
+    write_timeout: Duration,
+) -> Result<Sent, Tried> {
+    let mut sink = UpstreamSink {
+        up,
+        head,
+        request_head: Some(out),
+        chunked,
+        batch: Vec::new(),
+        timeout: write_timeout,
+    };
+    if let Some(body) = c.buffered() {
+        let h = sink.request_head.take().unwrap_or_default();
+        return match sink.write(&[h, body]).await {
+            Ok(Flow::Go) => Ok(Sent::Whole),
+            Ok(Flow::Stop) => Ok(Sent::Answered),
+            Err((stage, f)) => Err(failed(stage, f)),
+        };
+    }
+    if chunked {
+        sink.batch = buffers::take();
+    }
+    let mut body = c.body(server);
+    let copied = copy(&mut body, &mut sink).await;
+    drop(body);
+    buffers::give(std::mem::take(&mut sink.batch));
+    match copied {
+        Ok(Copied::Whole(_)) => Ok(Sent::Whole),
+        Ok(Copied::Stopped(_)) => Ok(Sent::Answered),
+        Err(CopyError::Source(f, _)) => Err(Tried::ClientFailed(f)),
+        Err(CopyError::Sink((stage, f), _)) => Err(failed(stage, f)),
+    }
+}
+
+/// Reads the backend's response head into `up`'s buffer (interim heads
+/// dropped), within `timeout` per read, while watching the client: one
+/// that leaves meanwhile ends the wait (as nginx's
+/// `proxy_ignore_client_abort off`).
+async fn read_head<C: Client>(
+    c: &mut C,
+    up: &mut Buffered<UpstreamIo>,
+    head: &mut ResponseHead,
+    timeout: Duration,
+) -> Result<(), Tried> {
+    loop {
+        match head.parse(up.pending()) {
+            Ok(true) if interim(head.status) => {
+                up.consume(head.len);
+                up.compact();
+                head.restart();
+                continue;
+            }
+            Ok(true) => return Ok(()),
+            Ok(false) => {}
+            Err(bad) => {
+                tracing::debug!(why = bad.0, "a bad response head");
+                return Err(failed(Stage::AwaitingHead, Failure::BadResponse));
+            }
+        }
+        if up.pending().len() > MAX_RESPONSE_HEAD {
+            return Err(failed(Stage::AwaitingHead, Failure::BadResponse));
+        }
+        let read = tokio::select! {
+            r = up.read_more(4096, usize::MAX, timeout) => r,
+            () = c.gone() => return Err(Tried::ClientFailed(ClientFailure::Disconnected)),
+        };
+        match read {
+            Ok(_) => {}
+            // Closed before a whole head: nothing to answer with.
+            Err(ReadError::Closed) => return Err(failed(Stage::AwaitingHead, Failure::Broken)),
+            Err(ReadError::TimedOut) => return Err(failed(Stage::AwaitingHead, Failure::Timeout)),
+        }
+    }
+}
