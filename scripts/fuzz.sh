@@ -36,6 +36,11 @@ BIN="$CARGO_TARGET_DIR/$HOST/release"
 
 status=0
 for t in "${TARGETS[@]}"; do
+  if [ ! -d "seeds/$t" ]; then
+    echo "fuzz: fuzz/seeds/$t is missing: add a directory of seed inputs for the target $t" >&2
+    status=1
+    continue
+  fi
   mkdir -p "corpus/$t" "artifacts/$t"
   echo "fuzz: $t for ${SECS}s"
   if ! "$BIN/$t" "corpus/$t" "seeds/$t" \

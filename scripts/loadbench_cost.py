@@ -13,11 +13,14 @@ columns are "-". The same for clients that pause 150 ms before each
 request (`wrk -c400` with a delay: the router parks each such connection
 between its requests). Then RSS per idle keep-alive connection at 2,000
 and 10,000 connections (each made one request and stayed open), plain
-listeners. Then over TLS (1.3, one ECDSA P-256 certificate), the router's
-engine against nginx: CPU per keep-alive request and RSS per idle
-connection at 2,000.
+listeners; per stalled upload; and per connection after a burst (2,000
+connections sending a request at once). Then over TLS (1.3, one ECDSA
+P-256 certificate), the router's engine against nginx: CPU per
+keep-alive request and RSS per idle connection at 2,000. Then HTTP/2,
+h2c and over TLS, against nginx's `listen ... http2`
+(scripts/loadbench_h2.py).
 
-Proxies: ketama-router (its own HTTP/1 engine), stock Pingora (examples/
+Proxies: ketama-router (its own engine), stock Pingora (examples/
 stock_pingora.rs, jemalloc), nginx (`hash $request_uri consistent`,
 keepalive 128). The router's former path through Pingora's HTTP/1 proxy
 was measured beside them up to commit 613db7c (`KETAMA_HTTP1=pingora`);
@@ -31,6 +34,7 @@ import socket
 import ssl
 import statistics
 import subprocess
+import sys
 import time
 
 
@@ -127,6 +131,40 @@ def stalled_kib(lb, pid, port, n=300):
     return held_kib(lb, pid, open_stalled, n)
 
 
+def burst_kib(lb, pid, port, n=2000):
+    """RSS per connection after a burst: n keep-alive connections opened,
+    then a request sent on every one at once, every answer read, and the
+    connections left idle (what a burst leaves in pools stays counted)."""
+    import selectors
+    before = lb.rss_mb(pid)
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
+    for i, s in enumerate(socks):
+        s.sendall(b"GET /burst/%d HTTP/1.1\r\nHost: bench.test\r\n\r\n" % i)
+    sel = selectors.DefaultSelector()
+    got = {}
+    for s in socks:
+        s.setblocking(False)
+        sel.register(s, selectors.EVENT_READ)
+        got[s] = b""
+    left = n
+    deadline = time.time() + 30
+    while left and time.time() < deadline:
+        for key, _ in sel.select(1):
+            chunk = key.fileobj.recv(4096)
+            got[key.fileobj] += chunk
+            if got[key.fileobj].endswith(b"ok\n") or not chunk:
+                sel.unregister(key.fileobj)
+                left -= 1
+    if left:
+        raise SystemExit(f"loadbench: {left} of a burst of {n} got no answer from {port}")
+    time.sleep(2)
+    held = lb.rss_mb(pid)
+    for s in socks:
+        s.close()
+    time.sleep(2)
+    return (held - before) * 1e6 / n / 1024
+
+
 def fmt(v, f="{:.2f}"):
     return "-" if v is None else f.format(v)
 
@@ -202,6 +240,14 @@ def cost(lb):
         print(f"| {name} | {v:.2f} | {v / stalled[nginx]:.2f} |")
     print()
     summary["stalled_kib"] = stalled
+    burst = {name: burst_kib(lb, pids[name], port) for name, port, _ in procs}
+    print("### RSS per connection after a burst (2,000 keep-alive connections, a request on each at once, then idle), KiB\n")
+    print("| proxy | KiB each | / nginx's |")
+    print("|---|---:|---:|")
+    for name, v in burst.items():
+        print(f"| {name} | {v:.2f} | {v / burst[nginx]:.2f} |")
+    print()
+    summary["burst_kib"] = burst
 
     pause = pause_lua(lb)
     paused = {name: [] for name, _, _ in procs}
@@ -221,6 +267,8 @@ def cost(lb):
     for _, _, p in procs:
         lb.stop(p)
     tls_costs(lb, use_perf, summary)
+    import loadbench_h2
+    loadbench_h2.h2_costs(lb, sys.modules[__name__], use_perf, summary)
     lb.SUMMARY["cost"] = summary
 
 

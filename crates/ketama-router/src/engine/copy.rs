@@ -52,6 +52,13 @@ pub trait Sink: Send {
     fn flush(&mut self) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
     /// Ends the body (the last chunk, the stream's end).
     fn finish(&mut self) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
+    /// The body will not be completed (its source failed): the receiver
+    /// must see a broken body, never one that ended. HTTP/1: nothing to
+    /// do here (the connection closes without a last chunk); HTTP/2: the
+    /// stream is reset, after what it queued went out.
+    fn abort(&mut self) -> impl Future<Output = ()> + Send {
+        async {}
+    }
     /// Runs `f` (the source reading on) unless the receiver wants no more
     /// first (`Ok(None)`).
     fn race<F: Future + Send>(
@@ -87,7 +94,13 @@ pub async fn copy<S: Source, K: Sink>(
 ) -> Result<Copied, CopyError<S::Error, K::Error>> {
     let mut moved = 0u64;
     loop {
-        let piece = src.piece().map_err(|e| CopyError::Source(e, moved))?;
+        let piece = match src.piece() {
+            Ok(p) => p,
+            Err(e) => {
+                sink.abort().await;
+                return Err(CopyError::Source(e, moved));
+            }
+        };
         let flow = match piece {
             Piece::Data(d) => {
                 let n = d.len() as u64;
@@ -109,9 +122,10 @@ pub async fn copy<S: Source, K: Sink>(
                 match sink.race(src.read_more()).await {
                     Err(e) => return Err(CopyError::Sink(e, moved)),
                     Ok(None) => Flow::Stop,
-                    Ok(Some(r)) => {
-                        r.map_err(|e| CopyError::Source(e, moved))?;
-                        Flow::Go
+                    Ok(Some(Ok(()))) => Flow::Go,
+                    Ok(Some(Err(e))) => {
+                        sink.abort().await;
+                        return Err(CopyError::Source(e, moved));
                     }
                 }
             }

@@ -216,6 +216,19 @@ fn rest_is_crs(line: &[u8], from: usize) -> Result<(), BadLine> {
     }
 }
 
+/// Whether nginx ignores a request field by its name alone
+/// (`ignore_invalid_headers`): a byte other than `A-Z a-z 0-9 -`, or `_`
+/// unless `underscores`. The rule of [`read_line`] for a name that
+/// arrived whole (an HTTP/2 field's, which the `h2` crate has already
+/// refused if it held a control byte, a space or an upper-case letter).
+pub fn name_ignored(name: &[u8], underscores: bool) -> bool {
+    name.iter().any(|&b| match CLASSES[b as usize] {
+        Class::Name => false,
+        Class::Underscore => !underscores,
+        _ => true,
+    })
+}
+
 /// Request fields nginx accepts once (`ngx_http_process_unique_header_line`
 /// and `Host`'s own check): a second is refused with 400.
 pub const UNIQUE: [&[u8]; 11] = [

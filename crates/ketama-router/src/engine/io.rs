@@ -329,28 +329,66 @@ impl<S: AsyncRead + Unpin> Buffered<S> {
     }
 }
 
-/// Writes every byte of `parts`, in order, with vectored writes: one
-/// system call when the socket takes them all.
-pub async fn write_parts<W: AsyncWrite + Unpin>(w: &mut W, parts: &[&[u8]]) -> io::Result<()> {
-    use tokio::io::AsyncWriteExt;
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    let mut done = 0usize;
-    while done < total {
-        let mut slices = [io::IoSlice::new(&[]); 4];
+/// Byte pieces written in order (a head and a body piece, a chunk's
+/// size line, data and end): how far the write got. The engine's one
+/// vectored writer ([`poll_write_parts`]) advances it.
+pub struct Parts<'a> {
+    parts: &'a [&'a [u8]],
+    done: usize,
+    total: usize,
+}
+
+impl<'a> Parts<'a> {
+    /// Nothing of `parts` written yet.
+    pub fn new(parts: &'a [&'a [u8]]) -> Self {
+        Parts {
+            parts,
+            done: 0,
+            total: parts.iter().map(|p| p.len()).sum(),
+        }
+    }
+
+    /// Whether every byte was written.
+    pub fn is_done(&self) -> bool {
+        self.done == self.total
+    }
+
+    /// What is left, as at most four slices in `out`; their count.
+    fn left<'s>(&'s self, out: &mut [io::IoSlice<'s>; 4]) -> usize {
         let (mut n, mut passed) = (0, 0);
-        for p in parts {
-            if passed + p.len() > done && n < slices.len() {
-                slices[n] = io::IoSlice::new(&p[done.saturating_sub(passed)..]);
+        for p in self.parts {
+            if passed + p.len() > self.done && n < out.len() {
+                out[n] = io::IoSlice::new(&p[self.done.saturating_sub(passed)..]);
                 n += 1;
             }
             passed += p.len();
         }
-        match w.write_vectored(&slices[..n]).await? {
-            0 => return Err(io::ErrorKind::WriteZero.into()),
-            k => done += k,
+        n
+    }
+}
+
+/// Writes what is left of `parts` to `w` with vectored writes (one system
+/// call when the socket takes it all) until all of it is written
+/// (`Ready(Ok)`), the socket is full (`Pending`: call again when woken),
+/// or it fails (`Ready(Err)`; a write of nothing is `WriteZero`). The one
+/// place the engine writes pieces: to clients ([`super::send`]) and to
+/// backends ([`super::upload`]).
+pub fn poll_write_parts<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    cx: &mut Context<'_>,
+    parts: &mut Parts<'_>,
+) -> Poll<io::Result<()>> {
+    while !parts.is_done() {
+        let mut slices = [io::IoSlice::new(&[]); 4];
+        let n = parts.left(&mut slices);
+        match Pin::new(&mut *w).poll_write_vectored(cx, &slices[..n]) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(k)) => parts.done += k,
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
         }
     }
-    Ok(())
+    Poll::Ready(Ok(()))
 }
 
 #[cfg(test)]

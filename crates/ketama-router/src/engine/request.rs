@@ -136,3 +136,6 @@ impl RequestView for H1Request<'_> {
         self.head.authority.map(|_| self.head.target.of(self.buf))
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -103,18 +103,18 @@ const TOO_LARGE: Refusal = refusal(
     "the request head is over server.max_header_bytes",
 );
 const BAD_HEADER: Refusal = refusal(400, "bad_framing", "a malformed header line");
-const DUPLICATE: Refusal = refusal(
+pub(crate) const DUPLICATE: Refusal = refusal(
     400,
     "duplicate_header",
     "a header that may appear once is repeated (Expect, Authorization, If-*, Content-Range)",
 );
-const DUPLICATE_FRAMING: Refusal = refusal(
+pub(crate) const DUPLICATE_FRAMING: Refusal = refusal(
     400,
     "bad_framing",
     "Host, Content-Length or Transfer-Encoding is repeated: send it once",
 );
-const BAD_HOST: Refusal = refusal(400, "bad_host", "an invalid Host header");
-const LENGTH_INVALID: Refusal = refusal(
+pub(crate) const BAD_HOST: Refusal = refusal(400, "bad_host", "an invalid Host header");
+pub(crate) const LENGTH_INVALID: Refusal = refusal(
     400,
     "bad_framing",
     "Content-Length is not a number: send it once, as one number",
@@ -134,12 +134,12 @@ const CODING: Refusal = refusal(
     "bad_framing",
     "only Transfer-Encoding: chunked is implemented, alone",
 );
-const NO_HOST: Refusal = refusal(
+pub(crate) const NO_HOST: Refusal = refusal(
     400,
     "bad_framing",
     "an HTTP/1.1 request needs a Host header",
 );
-const METHOD: Refusal = refusal(
+pub(crate) const METHOD: Refusal = refusal(
     405,
     "method_not_allowed",
     "CONNECT and TRACE are not allowed",
@@ -246,7 +246,8 @@ impl Rules<'_> {
         }
     }
 
-    fn strips(&self, name: &[u8]) -> bool {
+    /// Whether `strip_request_headers` names `name` (any case).
+    pub fn strips(&self, name: &[u8]) -> bool {
         self.strip
             .iter()
             .any(|s| name.eq_ignore_ascii_case(s.as_bytes()))

@@ -5,13 +5,14 @@
 //! megabytes, has drained, so a slow but steady reader could otherwise go
 //! longer than the timeout between two writes).
 
-use std::io::{self, IoSlice};
+use std::future::poll_fn;
 use std::os::fd::AsRawFd;
+use std::task::Poll;
 use std::time::Duration;
 
-use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
-use super::io::ClientIo;
+use super::io::{poll_write_parts, ClientIo, Parts};
 
 /// Why a write to the client did not finish.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -62,73 +63,39 @@ fn acked(io: &ClientIo) -> Option<u64> {
 /// last bytes are flushed too: rustls takes bytes it cannot pass to the
 /// socket yet, and nothing else would write them.
 pub async fn send(io: &mut ClientIo, parts: &[&[u8]], timeout: Duration) -> Result<(), SendError> {
-    let mut skip = 0usize;
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    while skip < total {
-        let mut slices = [IoSlice::new(&[]); 4];
-        let mut n = 0;
-        let mut passed = 0;
-        for p in parts {
-            if passed + p.len() <= skip {
-                passed += p.len();
-                continue;
+    let mut parts = Parts::new(parts);
+    // A write the socket takes at once costs nothing more; only one that
+    // has to wait reads how much the client acknowledged (one
+    // `getsockopt` then, one per timeout period after).
+    let first = poll_fn(|cx| Poll::Ready(poll_write_parts(&mut *io, cx, &mut parts))).await;
+    match first {
+        Poll::Ready(Ok(())) => {}
+        Poll::Ready(Err(_)) => return Err(SendError::Closed),
+        Poll::Pending => {
+            let mut since = acked(io);
+            loop {
+                let rest = poll_fn(|cx| poll_write_parts(&mut *io, cx, &mut parts));
+                match tokio::time::timeout(timeout, rest).await {
+                    Ok(Ok(())) => break,
+                    Ok(Err(_)) => return Err(SendError::Closed),
+                    Err(_) => {
+                        // No write went through for a whole timeout: did
+                        // the client take anything meanwhile? (A write that
+                        // went through is progress too: `since` moves.)
+                        let now = acked(io);
+                        if now.is_none() || now <= since {
+                            return Err(SendError::TimedOut);
+                        }
+                        since = now;
+                    }
+                }
             }
-            let from = skip.saturating_sub(passed);
-            if n < slices.len() {
-                slices[n] = IoSlice::new(&p[from..]);
-                n += 1;
-            }
-            passed += p.len();
         }
-        skip += write_some(io, &slices[..n], timeout).await?;
     }
     if io.is_tls() {
         flush(io, timeout).await?;
     }
     Ok(())
-}
-
-/// One vectored write that makes progress, under the timeout. A write the
-/// socket takes at once costs nothing more; only one that has to wait
-/// reads how much the client acknowledged (one `getsockopt` then, one per
-/// timeout period after).
-async fn write_some(
-    io: &mut ClientIo,
-    slices: &[IoSlice<'_>],
-    timeout: Duration,
-) -> Result<usize, SendError> {
-    let first = std::future::poll_fn(|cx| {
-        match std::pin::Pin::new(&mut *io).poll_write_vectored(cx, slices) {
-            std::task::Poll::Ready(r) => std::task::Poll::Ready(Some(r)),
-            std::task::Poll::Pending => std::task::Poll::Ready(None),
-        }
-    })
-    .await;
-    if let Some(r) = first {
-        return done(r);
-    }
-    let mut since = acked(io);
-    loop {
-        match tokio::time::timeout(timeout, io.write_vectored(slices)).await {
-            Ok(r) => return done(r),
-            Err(_) => {
-                // No write went through for a whole timeout: did the
-                // client take anything meanwhile?
-                let now = acked(io);
-                if now.is_none() || now <= since {
-                    return Err(SendError::TimedOut);
-                }
-                since = now;
-            }
-        }
-    }
-}
-
-fn done(r: io::Result<usize>) -> Result<usize, SendError> {
-    match r {
-        Ok(0) | Err(_) => Err(SendError::Closed),
-        Ok(n) => Ok(n),
-    }
 }
 
 /// Flushes what TLS buffered, under the send timeout as writes are (the

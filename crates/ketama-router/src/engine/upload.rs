@@ -22,7 +22,6 @@
 //! the backend gave up on is not the backend failing).
 
 use std::future::{poll_fn, Future};
-use std::io::IoSlice;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -31,7 +30,7 @@ use tokio::io::AsyncWrite;
 
 use super::body::{chunk_head, LAST_CHUNK};
 use super::copy::{Flow, Sink};
-use super::io::{Buffered, UpstreamIo};
+use super::io::{poll_write_parts, Buffered, Parts, UpstreamIo};
 use super::response_head::ResponseHead;
 use super::upstream_h1::MAX_RESPONSE_HEAD;
 use crate::policy::{Failure, Stage};
@@ -120,40 +119,25 @@ impl UpstreamSink<'_> {
     /// socket takes them all, then a flush for TLS), within the timeout,
     /// watching the backend while a write waits.
     pub async fn write(&mut self, parts: &[&[u8]]) -> Result<Flow, UpFailure> {
-        let total: usize = parts.iter().map(|p| p.len()).sum();
-        let mut done = 0usize;
+        let mut parts = Parts::new(parts);
         let mut refused = false;
         let timeout = self.timeout;
-        let written = poll_fn(|cx| loop {
+        let written = poll_fn(|cx| {
             let io = &mut *self.up.io();
-            if done == total {
-                return match Pin::new(io).poll_flush(cx) {
+            match poll_write_parts(io, cx, &mut parts) {
+                Poll::Ready(Ok(())) => match Pin::new(io).poll_flush(cx) {
                     Poll::Ready(Ok(())) => Poll::Ready(Ok(Flow::Go)),
                     Poll::Ready(Err(_)) => {
                         refused = true;
                         Poll::Ready(Err(Failure::Broken))
                     }
                     Poll::Pending => self.poll_answer(cx).map(|r| r.map(|()| Flow::Stop)),
-                };
-            }
-            let mut slices = [IoSlice::new(&[]); 4];
-            let (mut n, mut passed) = (0, 0);
-            for p in parts {
-                if passed + p.len() > done && n < slices.len() {
-                    slices[n] = IoSlice::new(&p[done.saturating_sub(passed)..]);
-                    n += 1;
-                }
-                passed += p.len();
-            }
-            match Pin::new(io).poll_write_vectored(cx, &slices[..n]) {
-                Poll::Ready(Ok(k)) if k > 0 => done += k,
-                Poll::Ready(_) => {
+                },
+                Poll::Ready(Err(_)) => {
                     refused = true;
-                    return Poll::Ready(Err(Failure::Broken));
+                    Poll::Ready(Err(Failure::Broken))
                 }
-                Poll::Pending => {
-                    return self.poll_answer(cx).map(|r| r.map(|()| Flow::Stop));
-                }
+                Poll::Pending => self.poll_answer(cx).map(|r| r.map(|()| Flow::Stop)),
             }
         });
         match tokio::time::timeout(timeout, written).await {

@@ -57,6 +57,12 @@ pub struct Pair {
 /// `nginx_server` added to its `server` block, and the router with
 /// `router_server` added to its `[server]`.
 pub fn pair_with(router_server: &str, nginx_server: &str) -> Pair {
+    pair_on("", router_server, nginx_server)
+}
+
+/// [`pair_with`], nginx's `listen` with `listen_options` (`http2`: HTTP/2
+/// with prior knowledge, h2c).
+pub fn pair_on(listen_options: &str, router_server: &str, nginx_server: &str) -> Pair {
     let (n_origin, r_origin) = (Recorder::start(), Recorder::start());
     let o = n_origin.addr;
     let nginx = Nginx::start(|addr| {
@@ -66,7 +72,7 @@ pub fn pair_with(router_server: &str, nginx_server: &str) -> Pair {
   map $ws $conn {{ websocket upgrade; default ""; }}
   upstream o {{ server {o}; keepalive 8; }}
   server {{
-    listen {addr};
+    listen {addr} {listen_options};
     client_max_body_size 0;
     {nginx_server}
     location / {{

@@ -23,6 +23,7 @@ pub mod mutate;
 pub mod page;
 pub mod plan;
 pub mod recorder;
+pub mod scripted;
 pub mod tls;
 
 /// A port free now for peers other than the router (nginx, HAProxy),

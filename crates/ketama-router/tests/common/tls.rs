@@ -308,7 +308,7 @@ pub fn client_over(tcp: TcpStream, sni: &str, ca: &Path, alpn: &[&str]) -> Resul
 }
 
 /// A rustls client trusting `ca`, offering `alpn`, with `cert` if given.
-fn client_config(ca: &Path, alpn: &[&str], cert: Option<&Issued>) -> rustls::ClientConfig {
+pub fn client_config(ca: &Path, alpn: &[&str], cert: Option<&Issued>) -> rustls::ClientConfig {
     use rustls_pki_types::pem::PemObject;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut roots = rustls::RootCertStore::empty();

@@ -26,6 +26,7 @@ use crate::engine::head_write::answer_body;
 use crate::engine::io::{Buffered, UpstreamIo};
 use crate::engine::record::Record;
 use crate::engine::request::Req;
+use crate::engine::request_head::Rules;
 use crate::engine::response_head::ResponseView;
 use crate::engine::send::SendError;
 use crate::engine::Engine;
@@ -141,7 +142,8 @@ pub(super) async fn stream(
     let began = Instant::now();
     let state = e.routing.state();
     let server = &state.validated.config.server;
-    let (parts, recv) = req.into_parts();
+    let (mut parts, recv) = req.into_parts();
+    let refused = super::rules::apply(&mut parts, &Rules::of(server), recv.is_end_stream()).err();
     let cookie = join_cookies(&parts.headers);
     let mut c = H2Client {
         parts,
@@ -155,7 +157,19 @@ pub(super) async fn stream(
         send_timeout: Duration::from_millis(server.send_timeout_ms),
     };
     let mut r = Record::default();
-    let ended = exchange::exchange(&e, &mut c, &state, &mut r).await;
+    let ended = match refused {
+        None => exchange::exchange(&e, &mut c, &state, &mut r).await,
+        Some(no) => {
+            // Refused as an HTTP/1 head with the same fault would be.
+            e.metrics.client_error(no.reason);
+            r.status = no.status;
+            c.answer(no.status, no.why, None, false).await;
+            Ended::Refused {
+                keep: true,
+                linger: false,
+            }
+        }
+    };
     // Whether the client reset the stream (a stream left unfinished here
     // is reset by `h2` when its halves are dropped).
     let reset_by_client = std::future::poll_fn(|cx| {
@@ -303,6 +317,10 @@ impl Sink for H2Sink<'_> {
 
     async fn finish(&mut self) -> Result<Flow, SendError> {
         self.send_data(&[], true).await.map(|()| Flow::Go)
+    }
+
+    async fn abort(&mut self) {
+        self.send.send_reset(h2::Reason::CANCEL);
     }
 }
 
@@ -518,5 +536,13 @@ impl Sink for H2Out {
         }
         .finish()
         .await
+    }
+
+    async fn abort(&mut self) {
+        // Nothing here: the stream is reset when its handles are dropped
+        // unfinished, after the frames it queued (the head, the data so
+        // far) went out. An explicit reset would drop those first, and the
+        // client would see no answer at all.
+        self.ended = true;
     }
 }

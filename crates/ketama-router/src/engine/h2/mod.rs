@@ -20,7 +20,8 @@
 //! (`Connection`, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`,
 //! `Upgrade`), `TE` other than `trailers`, pseudo-headers out of place or
 //! repeated make a stream malformed (reset); a `content-length` that the
-//! DATA frames do not match resets the stream.
+//! DATA frames do not match resets the stream. Then the rules an HTTP/1
+//! head is read by, as nginx applies them to HTTP/2 ([`rules`]).
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
@@ -36,6 +37,7 @@ use crate::metrics::OpenConnection;
 
 pub mod client;
 pub mod guard;
+pub mod rules;
 mod scan;
 pub mod upstream;
 

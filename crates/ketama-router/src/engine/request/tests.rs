@@ -1,0 +1,229 @@
+//! What routing and forwarding read of a request as the engine reads it:
+//! the routing key of every source (a target as sent included), the label
+//! rules, the `X-Forwarded-*` values, the `x-ketama-*` fields and the
+//! words of the router's own answers.
+
+use super::*;
+use crate::engine::head_write::{forwarded_for, request_head, Upstream};
+use crate::engine::record::{describe, Record};
+use crate::engine::request_head::{Reader, Rules};
+use crate::health::HealthRegistry;
+use crate::metrics::Metrics;
+use crate::policy::route::{decide, matching_rule, with_routing_key};
+use crate::policy::Failure;
+use crate::state::{Key, RoutingState};
+
+/// A GET of `target` with `fields`, read by the engine's reader: its head
+/// and its bytes.
+fn read(target: &str, fields: &[(&str, &str)]) -> (Head, Vec<u8>) {
+    let mut raw = format!("GET {target} HTTP/1.1\r\n");
+    for (n, v) in fields {
+        raw.push_str(&format!("{n}: {v}\r\n"));
+    }
+    if !fields.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        raw.push_str("Host: default.test\r\n");
+    }
+    raw.push_str("\r\n");
+    let mut head = Head::default();
+    let whole = Reader::new()
+        .advance(raw.as_bytes(), &mut head, &Rules::new(32 * 1024))
+        .unwrap();
+    assert!(whole, "{raw}");
+    (head, raw.into_bytes())
+}
+
+fn key_of(target: &str, fields: &[(&str, &str)], key: &Key) -> Vec<u8> {
+    let (head, buf) = read(target, fields);
+    let r = H1Request {
+        head: &head,
+        buf: &buf,
+    };
+    with_routing_key(&r, key, |k| k.to_vec())
+}
+
+#[test]
+fn routing_keys() {
+    let f = [("Host", "img.example:8080"), ("X-K", "v1")];
+    let t = "/a/b.jpg?w=1&h=2";
+    assert_eq!(key_of(t, &f, &Key::PathQuery), b"/a/b.jpg?w=1&h=2");
+    assert_eq!(key_of(t, &f, &Key::Path), b"/a/b.jpg");
+    assert_eq!(
+        key_of(t, &f, &Key::HostPath),
+        b"img.example:8080/a/b.jpg?w=1&h=2"
+    );
+    let h = Key::Header(http::HeaderName::from_static("x-k"));
+    assert_eq!(key_of(t, &f, &h), b"v1");
+    // A missing header is the empty key (every such request on one node).
+    let none = Key::Header(http::HeaderName::from_static("x-none"));
+    assert_eq!(key_of(t, &f, &none), b"");
+    // Without a query, path_query is the path.
+    assert_eq!(key_of("/plain", &[], &Key::PathQuery), b"/plain");
+    // A fragment is part of nginx's $request_uri, and of the key.
+    assert_eq!(key_of("/x#frag", &[], &Key::PathQuery), b"/x#frag");
+}
+
+#[test]
+fn an_absolute_target_routes_by_what_nginx_reads_of_it() {
+    let t = "http://example.test?q#f";
+    let f = [("Host", "other.test")];
+    assert_eq!(key_of(t, &f, &Key::PathQuery), b"?q#f");
+    // HAProxy's `balance uri` hashes the target as sent, up to its `?`.
+    let uri = |u| Key::HaproxyUri(u);
+    assert_eq!(
+        key_of(t, &f, &uri(ketama::haproxy::UriKey::default())),
+        b"http://example.test"
+    );
+    let whole = ketama::haproxy::UriKey {
+        whole: true,
+        ..Default::default()
+    };
+    assert_eq!(key_of(t, &f, &uri(whole)), b"http://example.test?q#f");
+    // The target's authority stands for Host.
+    let h = Key::HaproxyHeader(http::HeaderName::from_static("host"));
+    assert_eq!(key_of(t, &f, &h), b"example.test");
+    assert_eq!(key_of(t, &f, &Key::HostPath), b"example.test?q#f");
+    // Forwarded in origin-form, with the authority as Host.
+    let (head, buf) = read(t, &f);
+    let mut out = Vec::new();
+    let up = Upstream {
+        chunked: false,
+        forwarded: None,
+        hint: None,
+    };
+    request_head(
+        &H1Request {
+            head: &head,
+            buf: &buf,
+        },
+        &up,
+        &mut out,
+    );
+    let out = String::from_utf8(out).unwrap();
+    assert!(out.starts_with("GET /?q#f HTTP/1.1\r\n"), "{out}");
+    assert!(
+        out.contains("Host: example.test\r\n") && !out.contains("other.test"),
+        "{out}"
+    );
+}
+
+fn state(extra: &str) -> RoutingState {
+    let text = format!(
+        "[admin]\nlisten = \"127.0.0.1:1\"\nauth = false\n{extra}\n[[backends]]\naddress = \"127.0.0.1:9001\"\nlabels = [\"eu\"]\n[[backends]]\naddress = \"127.0.0.1:9002\"\nlabels = [\"us\"]\n"
+    );
+    let v = ketama_config::parse(&text, "t.toml").unwrap();
+    RoutingState::build_with(
+        v,
+        &HealthRegistry::default(),
+        &Metrics::default(),
+        &[],
+        None,
+        crate::state::Files::All,
+    )
+    .unwrap()
+}
+
+#[test]
+fn label_rules_match_as_documented() {
+    let s = state(
+        "[[label_rules]]\nhost = \"EU.example\"\nrequire = [\"eu\"]\n[[label_rules]]\nheader = \"x-region\"\nvalue = \"us\"\nrequire = [\"us\"]\n",
+    );
+    let rule = |fields: &[(&str, &str)]| {
+        let (head, buf) = read("/", fields);
+        matching_rule(
+            &H1Request {
+                head: &head,
+                buf: &buf,
+            },
+            &s,
+        )
+    };
+    // Host: the port stripped, ASCII case ignored.
+    assert_eq!(rule(&[("Host", "eu.EXAMPLE:8443")]), Some(0));
+    assert_eq!(rule(&[("Host", "eu.example.org")]), None);
+    // Header: the exact value.
+    assert_eq!(rule(&[("X-Region", "us")]), Some(1));
+    assert_eq!(rule(&[("X-Region", "US")]), None);
+    // The first rule that matches wins.
+    let both = [("Host", "eu.example"), ("X-Region", "us")];
+    assert_eq!(rule(&both), Some(0));
+    // The rule's requirement routes to its label only.
+    let (head, buf) = read("/", &both);
+    let (mut route, _) = decide(
+        &H1Request {
+            head: &head,
+            buf: &buf,
+        },
+        &s,
+    )
+    .unwrap();
+    let n = s.plan.table.next(&mut route).unwrap().unwrap();
+    assert_eq!(s.backends[n].server, "127.0.0.1:9001");
+    assert_eq!(s.plan.table.next(&mut route).unwrap(), None);
+}
+
+#[test]
+fn forwarded_for_appends_the_client_to_every_line_that_came() {
+    let ip: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+    let value = |fields: &[(&str, &str)]| {
+        let (head, buf) = read("/", fields);
+        let mut out = Vec::new();
+        forwarded_for(
+            &H1Request {
+                head: &head,
+                buf: &buf,
+            },
+            ip,
+            &mut out,
+        );
+        String::from_utf8(out).unwrap()
+    };
+    assert_eq!(value(&[]), "x-forwarded-for: 192.0.2.7\r\n");
+    assert_eq!(
+        value(&[
+            ("X-Forwarded-For", "10.0.0.1"),
+            ("X-Forwarded-For", "10.0.0.2, 10.0.0.3")
+        ]),
+        "x-forwarded-for: 10.0.0.1, 10.0.0.2, 10.0.0.3, 192.0.2.7\r\n"
+    );
+    let v6: std::net::IpAddr = "2001:db8::1".parse().unwrap();
+    let (head, buf) = read("/", &[]);
+    let mut out = Vec::new();
+    forwarded_for(
+        &H1Request {
+            head: &head,
+            buf: &buf,
+        },
+        v6,
+        &mut out,
+    );
+    assert_eq!(out, b"x-forwarded-for: 2001:db8::1\r\n");
+}
+
+#[test]
+fn ketama_fields_and_the_words_of_an_answer() {
+    let s = state("");
+    let mut r = Record::default();
+    let shown = |r: &Record, n| -> Vec<(Vec<u8>, Vec<u8>)> {
+        r.ketama_fields(&s, n)
+            .iter()
+            .map(|(a, b)| (a.to_vec(), b.to_vec()))
+            .collect()
+    };
+    assert_eq!(
+        shown(&r, 1),
+        [
+            (b"x-ketama-backend".to_vec(), b"127.0.0.1:9002".to_vec()),
+            (b"x-ketama-ring".to_vec(), b"only".to_vec())
+        ]
+    );
+    r.attempt_started(0, 3, None);
+    assert_eq!(shown(&r, 0)[2], (b"x-ketama-spill".to_vec(), b"3".to_vec()));
+    assert_eq!(
+        describe(Failure::Connect),
+        "the backend refused the connection"
+    );
+    assert_eq!(describe(Failure::Other), "the request could not be proxied");
+    // Off with response_headers = false.
+    let quiet = state("[server]\nresponse_headers = false\n");
+    assert_eq!(Record::default().ketama_fields(&quiet, 0).iter().count(), 0);
+}
