@@ -131,10 +131,12 @@ def stalled_kib(lb, pid, port, n=300):
     return held_kib(lb, pid, open_stalled, n)
 
 
-def burst_kib(lb, pid, port, n=2000):
+def burst_kib(lb, pid, port, n=2000, settle=2):
     """RSS per connection after a burst: n keep-alive connections opened,
     then a request sent on every one at once, every answer read, and the
-    connections left idle (what a burst leaves in pools stays counted)."""
+    connections left idle `settle` seconds (what a burst leaves in pools
+    stays counted; jemalloc's background thread returns freed pages after
+    its 10 s decay, so 2 s counts them and 12 s does not)."""
     import selectors
     before = lb.rss_mb(pid)
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(n)]
@@ -157,7 +159,7 @@ def burst_kib(lb, pid, port, n=2000):
                 left -= 1
     if left:
         raise SystemExit(f"loadbench: {left} of a burst of {n} got no answer from {port}")
-    time.sleep(2)
+    time.sleep(settle)
     held = lb.rss_mb(pid)
     for s in socks:
         s.close()

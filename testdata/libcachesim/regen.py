@@ -22,11 +22,14 @@ Usage (from the repository's root):
     python3 testdata/libcachesim/regen.py [path/to/ketama]
 """
 
+import gzip
 import json
 import os
 import random
+import struct
 import subprocess
 import sys
+import tempfile
 
 import libcachesim as lcs
 
@@ -78,7 +81,7 @@ def replay(keys, old_owner, served, cache_size, fill):
     """served[i] = (step, server, ring) for counted requests."""
     servers = sorted({s for s in old_owner} | {s for _, s, _ in served})
     caches = {s: lcs.LRU(cache_size) for s in servers}
-    req = lambda k: lcs.Request(obj_id=int(k[1:]), obj_size=1)
+    req = lambda k: lcs.Request(obj_id=int(k.lstrip("o")), obj_size=1)
     for i in range(WARMUP):
         caches[old_owner[i]].get(req(keys[i]))
     steps = [
@@ -108,6 +111,72 @@ def replay(keys, old_owner, served, cache_size, fill):
     return {"steps": steps, "servers": [per_server[s] for s in servers]}
 
 
+def golden_of(name, trace_file, keys, old_file, new_file, extra_args, label, zipf=0.9):
+    """Routes keys through the schedule and writes one golden per cache size."""
+    old_owner = [r[0] for r in route(keys, "--servers", old_file)]
+    served = []
+    for step, bp in enumerate(STEPS):
+        lo = WARMUP + step * REQUESTS_PER_STEP
+        hi = len(keys) if step == len(STEPS) - 1 else lo + REQUESTS_PER_STEP
+        answers = route(keys[lo:hi], "--servers", old_file, "--to", new_file,
+                        "--to-point-multiple", NEW_POINT_MULTIPLE, "--rollout", str(bp))
+        served += [(step, server, ring) for server, ring in answers]
+    for size in CACHE_SIZES:
+        golden = {
+            "generated_by": f"libcachesim {getattr(lcs, '__version__', '?')} LRU, testdata/libcachesim/regen.py",
+            "trace": trace_file,
+            "zipf": zipf,
+            "read_by": label,
+            "args": extra_args + ["--to-point-multiple", NEW_POINT_MULTIPLE, "--warmup", str(WARMUP),
+                     "--steps", ",".join(map(str, STEPS)),
+                     "--requests-per-step", str(REQUESTS_PER_STEP),
+                     "--cache-objects", str(size)],
+            "without_fill": replay(keys, old_owner, served, size, False),
+            "with_fill": replay(keys, old_owner, served, size, True),
+        }
+        write(f"{name}.c{size}.json", json.dumps(golden, indent=1) + "\n")
+        print(name, size, [s["origin_fetches"] for s in golden["with_fill"]["steps"]])
+
+
+def published_formats(keys, old_file, new_file):
+    """The zipf-0.9 trace as a gzipped csv and a zstd-compressed
+    oracleGeneral file (numeric object ids, sizes drawn here), each read
+    back by libCacheSim's own TraceReader from an uncompressed copy: the
+    keys ketama must see are the ids libCacheSim reads, in decimal."""
+    rng = random.Random(99)
+    ids = [int(k[1:]) for k in keys]
+    size_of = {i: rng.randint(1, 1 << 20) for i in set(ids)}
+    with tempfile.TemporaryDirectory() as tmp:
+        csv_path = os.path.join(tmp, "t.csv")
+        with open(csv_path, "w") as f:
+            f.write("timestamp,obj_id,obj_size\n")
+            for t, i in enumerate(ids):
+                f.write(f"{t + 1},{i},{size_of[i]}\n")
+        with open(csv_path, "rb") as src:
+            data = src.read()
+        with open(os.path.join(HERE, "zipf-0.9.csv.gz"), "wb") as f:
+            f.write(gzip.compress(data, mtime=0))
+        p = lcs.ReaderInitParam(has_header=True, has_header_set=True, delimiter=",",
+                                obj_id_is_num=True, obj_id_is_num_set=True)
+        p.time_field, p.obj_id_field, p.obj_size_field = 1, 2, 3
+        csv_keys = [str(r.obj_id) for r in lcs.TraceReader(csv_path, lcs.TraceType.CSV_TRACE, p)]
+        bin_path = os.path.join(tmp, "t.oracleGeneral")
+        with open(bin_path, "wb") as f:
+            for t, i in enumerate(ids):
+                f.write(struct.pack("<IQIq", t + 1, i, size_of[i], -1))
+        out = os.path.join(HERE, "zipf-0.9.oracleGeneral.zst")
+        subprocess.run(["zstd", "-q", "-f", "-19", bin_path, "-o", out], check=True)
+        bin_keys = [str(r.obj_id) for r in lcs.TraceReader(bin_path, lcs.TraceType.ORACLE_GENERAL_TRACE)]
+    assert csv_keys == bin_keys == [str(i) for i in ids], "libCacheSim read other ids"
+    golden_of("zipf-0.9-csv", "zipf-0.9.csv.gz", csv_keys, old_file, new_file,
+              ["--trace-format", "csv", "--csv-header", "--csv-time-col", "1",
+               "--csv-key-col", "2", "--csv-size-col", "3"],
+              "libcachesim TraceReader CSV_TRACE (has_header, time 1, obj_id 2, obj_size 3)")
+    golden_of("zipf-0.9-oracleGeneral", "zipf-0.9.oracleGeneral.zst", bin_keys, old_file, new_file,
+              ["--trace-format", "oracleGeneral"],
+              "libcachesim TraceReader ORACLE_GENERAL_TRACE")
+
+
 def main():
     write("old.servers", "".join(l + "\n" for l in OLD))
     write("new.servers", "".join(l + "\n" for l in NEW))
@@ -115,28 +184,10 @@ def main():
     for name, alpha, seed in TRACES:
         keys = zipf_trace(alpha, seed)
         write(f"{name}.trace", "".join(k + "\n" for k in keys))
-        old_owner = [r[0] for r in route(keys, "--servers", old_file)]
-        served = []
-        for step, bp in enumerate(STEPS):
-            lo = WARMUP + step * REQUESTS_PER_STEP
-            hi = REQUESTS if step == len(STEPS) - 1 else lo + REQUESTS_PER_STEP
-            answers = route(keys[lo:hi], "--servers", old_file, "--to", new_file,
-                            "--to-point-multiple", NEW_POINT_MULTIPLE, "--rollout", str(bp))
-            served += [(step, server, ring) for server, ring in answers]
-        for size in CACHE_SIZES:
-            golden = {
-                "generated_by": f"libcachesim {getattr(lcs, '__version__', '?')} LRU, testdata/libcachesim/regen.py",
-                "trace": f"{name}.trace",
-                "zipf": alpha,
-                "args": ["--to-point-multiple", NEW_POINT_MULTIPLE, "--warmup", str(WARMUP),
-                         "--steps", ",".join(map(str, STEPS)),
-                         "--requests-per-step", str(REQUESTS_PER_STEP),
-                         "--cache-objects", str(size)],
-                "without_fill": replay(keys, old_owner, served, size, False),
-                "with_fill": replay(keys, old_owner, served, size, True),
-            }
-            write(f"{name}.c{size}.json", json.dumps(golden, indent=1) + "\n")
-            print(name, size, [s["origin_fetches"] for s in golden["with_fill"]["steps"]])
+        golden_of(name, f"{name}.trace", keys, old_file, new_file, [], "one key per line",
+                  zipf=alpha)
+        if name == "zipf-0.9":
+            published_formats(keys, old_file, new_file)
 
 
 if __name__ == "__main__":

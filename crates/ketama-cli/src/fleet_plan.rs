@@ -8,7 +8,7 @@ use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use ketama_fleet::etcd::{Client, Compare};
 use ketama_fleet::plan::controller::{self, Command, Controller, Outcome};
-use ketama_fleet::plan::{PlanSpec, PlanState, Status};
+use ketama_fleet::plan::{PlanState, Status};
 use ketama_fleet::Keys;
 
 use crate::fleet_etcd::{client, EtcdArgs};
@@ -36,6 +36,12 @@ enum PlanCommand {
     /// End the plan where it is (with --rollback: every scope back to its
     /// share at plan start).
     Abort(AbortArgs),
+    /// Open the gate the plan waits at (a stage with `approve = true`):
+    /// its first step is applied.
+    Approve(Plain),
+    /// End the current step's hold now: the plan moves on at the next
+    /// check that passes.
+    Promote(Plain),
 }
 
 #[derive(Args, Debug)]
@@ -97,6 +103,8 @@ pub fn run(a: PlanArgs) -> anyhow::Result<()> {
         PlanCommand::Pause(p) => command(&p.etcd, "pause", false),
         PlanCommand::Resume(p) => command(&p.etcd, "resume", false),
         PlanCommand::Abort(a) => command(&a.etcd, "abort", a.rollback),
+        PlanCommand::Approve(p) => command(&p.etcd, "approve", false),
+        PlanCommand::Promote(p) => command(&p.etcd, "promote", false),
     }
 }
 
@@ -116,7 +124,11 @@ fn run_plan(a: RunArgs) -> anyhow::Result<()> {
         None => None,
     };
     let (c, keys) = client(&a.etcd)?;
-    let mut log = |line: &str| eprintln!("{} {line}", ketama_fleet::plan::controller::now_ms());
+    let mut log = |line: &str| {
+        let mut at = String::new();
+        ketama_config::clock::utc_millis(&mut at, std::time::SystemTime::now());
+        eprintln!("{at} {line}");
+    };
     let plan = text.as_ref().map(|(t, f)| (t.as_str(), f.as_str()));
     let prometheus = a.prometheus.as_deref().map(|u| {
         ketama_fleet::plan::prometheus::Prometheus::new(u, Duration::from_millis(a.etcd.timeout_ms))
@@ -159,75 +171,13 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         std::fs::write(path, svg)
             .with_context(|| format!("--chart {}: cannot write", path.display()))?;
     }
+    let r = crate::fleet_plan_status::report(&c, &keys, &spec, &state)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&state)?);
-        return Ok(());
+        println!("{}", serde_json::to_string_pretty(&r)?);
+    } else {
+        print!("{}", crate::fleet_plan_status::table(&r));
     }
-    print!("{}", table(&spec, &state));
     Ok(())
-}
-
-/// The stages as a table: scopes, step, share, since, last check.
-fn table(spec: &PlanSpec, s: &PlanState) -> String {
-    let now = controller::now_ms();
-    let mut out = format!(
-        "plan {} (controller {}){}\n",
-        s.status.name(),
-        s.owner.as_deref().unwrap_or("-"),
-        s.reason
-            .as_ref()
-            .map_or(String::new(), |r| format!(": {r}"))
-    );
-    out.push_str("stage  scopes            step   share bp  since     last check\n");
-    for (i, st) in spec.stages.iter().enumerate() {
-        let (step, bp, since) = match (i.cmp(&s.stage), s.step) {
-            (std::cmp::Ordering::Less, _) => (
-                format!("{}/{}", st.steps_bp.len(), st.steps_bp.len()),
-                *st.steps_bp.last().unwrap_or(&0),
-                "-".to_string(),
-            ),
-            (std::cmp::Ordering::Equal, Some(k)) => (
-                format!("{}/{}", k + 1, st.steps_bp.len()),
-                st.steps_bp[k],
-                format!("{} s", (now.saturating_sub(s.since_ms)) / 1000),
-            ),
-            _ => (format!("0/{}", st.steps_bp.len()), 0, "-".to_string()),
-        };
-        let check = s
-            .checks
-            .iter()
-            .rev()
-            .find(|c| c.stage == i)
-            .map_or("-".to_string(), |c| {
-                format!(
-                    "{} (requests {}, hit ratio {}, baseline {}, origin/s {:.1}){}",
-                    c.verdict,
-                    c.figures.requests,
-                    c.figures
-                        .hit_ratio
-                        .map_or("-".into(), |h| format!("{h:.3}")),
-                    c.figures
-                        .baseline_hit_ratio
-                        .map_or("-".into(), |h| format!("{h:.3}")),
-                    c.figures.origin_rps,
-                    if c.reasons.is_empty() {
-                        String::new()
-                    } else {
-                        format!(": {}", c.reasons.join("; "))
-                    }
-                )
-            });
-        out.push_str(&format!(
-            "{:<6} {:<17} {:<6} {:>8}  {:<9} {}\n",
-            i + 1,
-            st.scopes.join(","),
-            step,
-            bp,
-            since,
-            check
-        ));
-    }
-    out
 }
 
 /// Asks the running controller to act, and waits (10 s at most) until the
@@ -242,12 +192,35 @@ fn command(a: &EtcdArgs, what: &str, rollback: bool) -> anyhow::Result<()> {
             keys.prefix()
         );
     };
+    match (what, state.gate) {
+        ("resume", Some(g)) => anyhow::bail!(
+            "the plan waits at stage {}'s gate: `ketama fleet plan approve` applies its first step",
+            g + 1
+        ),
+        ("approve", None) => anyhow::bail!(
+            "the plan waits at no gate (it is {} at stage {}): nothing to approve",
+            state.status.name(),
+            state.stage + 1
+        ),
+        ("promote", _) if state.status != Status::Running || state.step.is_none() => {
+            anyhow::bail!(
+                "only a running plan's step can be promoted: the plan is {}{}",
+                state.status.name(),
+                if state.step.is_none() {
+                    " before its first step"
+                } else {
+                    ""
+                }
+            )
+        }
+        _ => {}
+    }
     let want = match what {
         "pause" => Status::Paused,
-        "resume" => Status::Running,
+        "resume" | "approve" | "promote" => Status::Running,
         _ => Status::Aborted,
     };
-    if state.status == want {
+    if state.status == want && what != "promote" {
         println!("the plan is {} already", want.name());
         return Ok(());
     }
@@ -263,7 +236,12 @@ fn command(a: &EtcdArgs, what: &str, rollback: bool) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (_, s) = controller::read_plan(&c, &keys)?;
-        if let Some(s) = s.filter(|s| s.status == want) {
+        let done = |s: &PlanState| match what {
+            "approve" => s.gate.is_none() && s.status == want,
+            "promote" => s.promoted_ms.is_some(),
+            _ => s.status == want,
+        };
+        if let Some(s) = s.filter(done) {
             println!(
                 "plan {}{}",
                 s.status.name(),
@@ -286,7 +264,7 @@ fn without_controller(
     rollback: bool,
 ) -> anyhow::Result<()> {
     if want == Status::Running {
-        anyhow::bail!("no controller runs the plan: `ketama fleet plan run` (without a file) takes it over and resumes it");
+        anyhow::bail!("no controller runs the plan: `ketama fleet plan run` (without a file) takes it over; then {}", if state.gate.is_some() { "approve" } else { "resume" });
     }
     state.status = want;
     state.owner = None;

@@ -13,6 +13,7 @@ mod diff;
 mod fleet;
 mod fleet_etcd;
 mod fleet_plan;
+mod fleet_plan_status;
 mod generate;
 mod import;
 mod migrate_plan;
@@ -24,6 +25,7 @@ mod recommend;
 mod route;
 mod simulate;
 mod sweep;
+mod trace;
 
 /// Counts heap bytes only while `ketama bench` measures (see `bench::alloc`).
 #[global_allocator]

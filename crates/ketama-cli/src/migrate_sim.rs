@@ -5,11 +5,13 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
 use clap::Args;
 use ketama::analysis::cache_sim::{self, CacheSize, SimReport, SimSettings};
 use ketama::Ring;
 use serde_json::json;
+
+use crate::trace::Workload;
 
 /// The simulation's options (with `--simulate`).
 #[derive(Args, Debug)]
@@ -17,20 +19,28 @@ pub struct SimArgs {
     /// Simulate every server's cache through the schedule.
     #[arg(long)]
     pub simulate: bool,
-    /// Keys, one per line (what follows a tab is ignored), in order.
+    /// The requests, in order (see --trace-format; .gz and .zst files are
+    /// read as they are).
     #[arg(long, value_name = "FILE")]
     trace: Option<PathBuf>,
+    /// The trace's format: txt (one key per line, what follows a tab
+    /// ignored; the default), csv (see --csv-key-col) or oracleGeneral
+    /// (libCacheSim's binary records).
+    #[arg(long, value_enum, requires = "trace")]
+    trace_format: Option<crate::trace::Format>,
+    #[command(flatten)]
+    csv: crate::trace::CsvArgs,
     /// Synthetic workload: distinct objects.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = 100_000, conflicts_with = "trace")]
     objects: u32,
     /// Synthetic workload: Zipf exponent.
-    #[arg(long, default_value_t = 0.9)]
+    #[arg(long, default_value_t = 0.9, conflicts_with = "trace")]
     zipf: f64,
     /// Synthetic workload: requests.
-    #[arg(long, default_value_t = 1_000_000)]
+    #[arg(long, default_value_t = 1_000_000, conflicts_with = "trace")]
     requests: u64,
     /// Synthetic workload: seed.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, conflicts_with = "trace")]
     seed: u64,
     /// Every object's size in bytes (then --cache-bytes sizes caches).
     #[arg(long)]
@@ -68,44 +78,10 @@ pub struct SimArgs {
     chart: Option<PathBuf>,
 }
 
-/// The workload: its distinct keys and the order they are asked in
-/// (4 bytes a request, the keys stored once).
-struct Workload {
-    names: Vec<Vec<u8>>,
-    order: Vec<u32>,
-}
-
-impl Workload {
-    fn keys(&self) -> impl Iterator<Item = &[u8]> {
-        self.order
-            .iter()
-            .map(|&i| self.names[i as usize].as_slice())
-    }
-}
-
 /// The keys of the workload, in order.
 fn workload(a: &SimArgs) -> anyhow::Result<Workload> {
     if let Some(path) = &a.trace {
-        let text = std::fs::read(path)
-            .with_context(|| format!("--trace {}: cannot read", path.display()))?;
-        let mut index: std::collections::HashMap<&[u8], u32> = std::collections::HashMap::new();
-        let mut w = Workload {
-            names: Vec::new(),
-            order: Vec::new(),
-        };
-        for line in text.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let key = line.split(|&b| b == b'\t').next().unwrap_or(line);
-            let next = w.names.len() as u32;
-            let i = *index.entry(key).or_insert_with(|| {
-                w.names.push(key.to_vec());
-                next
-            });
-            w.order.push(i);
-        }
-        if w.order.is_empty() {
-            bail!("--trace {}: no keys (one per line)", path.display());
-        }
-        return Ok(w);
+        return crate::trace::read(path, a.trace_format, &a.csv);
     }
     if a.objects == 0 || !(a.zipf.is_finite() && a.zipf >= 0.0) {
         bail!("--objects must be at least 1 and --zipf a number of 0 or more (0.9 is typical of web objects)");
@@ -115,6 +91,7 @@ fn workload(a: &SimArgs) -> anyhow::Result<Workload> {
             .map(|i| format!("/obj/{i}").into_bytes())
             .collect(),
         order: cache_sim::zipf_ranks(a.objects, a.zipf, a.requests, a.seed),
+        sized: false,
     })
 }
 
@@ -157,12 +134,30 @@ pub fn run(
 ) -> anyhow::Result<()> {
     if let Some(path) = &a.chart {
         crate::plot_sim::format_of(path)?;
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        if let Some(d) = dir.filter(|d| !d.is_dir()) {
+            bail!(
+                "--chart {}: the directory {} does not exist",
+                path.display(),
+                d.display()
+            );
+        }
     }
     if a.max_origin_factor.is_some() && a.requests_per_step.is_none() {
         bail!("--max-origin-factor compares schedules at one --requests-per-step: give it");
     }
     let keys = workload(a)?;
     let total = keys.order.len() as u64;
+    if a.warmup >= total {
+        bail!(
+            "--warmup {} is not shorter than the {} ({total} requests): nothing would be left to simulate",
+            a.warmup,
+            if a.trace.is_some() { "trace" } else { "workload" }
+        );
+    }
+    if keys.sized && a.object_size.is_none() {
+        eprintln!("note: the trace's object sizes are not used: each cache holds --cache-objects objects (give --object-size and --cache-bytes for byte-sized caches of one object size)");
+    }
     let s = settings(a, steps, total, a.fill_from_previous)?;
     let started = std::time::Instant::now();
     let report = cache_sim::simulate(from, to, keys.keys(), &s);
@@ -227,8 +222,9 @@ pub fn run(
             report.steady_window.map_or("- (no full warm-up window)".into(), |s| s.to_string())
         );
     }
+    println!("\nserver\thits\tmisses");
     for s in &report.servers {
-        eprintln!("ketama: {}\thits {}\tmisses {}", s.server, s.hits, s.misses);
+        println!("{}\t{}\t{}", s.server, s.hits, s.misses);
     }
     if let Some((schedule, peak)) = best {
         println!(
@@ -241,7 +237,7 @@ pub fn run(
         );
     }
     eprintln!(
-        "ketama: {} requests simulated in {:.2} s ({:.1} million a second)",
+        "{} requests simulated in {:.2} s ({:.1} million a second)",
         total,
         took.as_secs_f64(),
         total as f64 / took.as_secs_f64().max(1e-9) / 1e6

@@ -1,10 +1,13 @@
 //! A rollout plan's run as a chart: each check's hit ratio per ring
 //! version in the scopes it judged (left axis) and the fleet's origin
 //! requests per second (right axis), against seconds since the plan
-//! began, with each step's share written where it was applied.
+//! began, with each step's share written where it was applied, what the
+//! checks compared with (the baseline, or unmoved against moved keys) and
+//! the guards' limits as dashed lines; a check without a figure breaks its
+//! line.
 
 use anyhow::bail;
-use ketama_fleet::plan::{PlanSpec, PlanState};
+use ketama_fleet::plan::{CompareWith, PlanSpec, PlanState};
 use plotters::prelude::*;
 
 use crate::plot::{err, font, FONT};
@@ -21,7 +24,7 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
         .checks
         .iter()
         .map(|c| c.figures.origin_rps)
-        .fold(1.0, f64::max)
+        .fold(spec.guards.max_origin_rps.unwrap_or(1.0), f64::max)
         * 1.15;
     let mut svg = String::new();
     {
@@ -60,29 +63,121 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
             ("old", BLUE),
             ("new", RGBColor(230, 120, 0)),
         ] {
-            let points: Vec<(f64, f64)> = state
-                .checks
-                .iter()
-                .filter_map(|c| {
-                    c.figures
-                        .ring_hit_ratio
-                        .get(ring)
-                        .map(|r| (t(c.at_ms), r * 100.0))
-                })
-                .collect();
-            if points.is_empty() {
-                continue;
+            // A check without this ring's figure breaks its line: no line
+            // is drawn across checks that measured nothing.
+            let runs = runs(state.checks.iter().map(|c| {
+                c.figures
+                    .ring_hit_ratio
+                    .get(ring)
+                    .map(|r| (t(c.at_ms), r * 100.0))
+            }));
+            for (i, run) in runs.iter().enumerate() {
+                let line = chart
+                    .draw_series(LineSeries::new(run.clone(), color.stroke_width(2)))
+                    .map_err(err)?;
+                if i == 0 {
+                    line.label(format!("{ring} ring hit ratio"))
+                        .legend(move |(x, y)| {
+                            PathElement::new([(x, y), (x + 24, y)], color.stroke_width(2))
+                        });
+                }
+                chart
+                    .draw_series(run.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                    .map_err(err)?;
             }
+        }
+        // What the checks compared with (the baseline, or with `compare =
+        // "concurrent"` unmoved keys in the same interval, moved keys
+        // beside them), and the lowest hit ratio max_hit_ratio_drop lets
+        // pass.
+        let concurrent = spec.guards.compare == CompareWith::Concurrent;
+        let against = |f: &ketama_fleet::plan::guards::Figures| {
+            if concurrent {
+                f.unmoved_hit_ratio
+            } else {
+                f.baseline_hit_ratio
+            }
+        };
+        let gray = RGBColor(90, 90, 90);
+        let mut lines = vec![(
+            if concurrent {
+                "unmoved keys' hit ratio (new ring)"
+            } else {
+                "baseline hit ratio"
+            },
+            runs(
+                state
+                    .checks
+                    .iter()
+                    .map(|c| against(&c.figures).map(|b| (t(c.at_ms), b * 100.0))),
+            ),
+            gray,
+        )];
+        if concurrent {
+            lines.push((
+                "moved keys' hit ratio (new ring)",
+                runs(
+                    state
+                        .checks
+                        .iter()
+                        .map(|c| c.figures.moved_hit_ratio.map(|m| (t(c.at_ms), m * 100.0))),
+                ),
+                RGBColor(150, 60, 170),
+            ));
+        }
+        for (label, runs, color) in lines {
+            for (i, run) in runs.iter().enumerate() {
+                let line = chart
+                    .draw_series(DashedLineSeries::new(
+                        run.clone(),
+                        6,
+                        4,
+                        color.stroke_width(1),
+                    ))
+                    .map_err(err)?;
+                if i == 0 {
+                    line.label(label).legend(move |(x, y)| {
+                        PathElement::new([(x, y), (x + 24, y)], color.stroke_width(1))
+                    });
+                }
+            }
+        }
+        if let Some(drop) = spec.guards.max_hit_ratio_drop {
+            let floor =
+                runs(state.checks.iter().map(|c| {
+                    against(&c.figures).map(|b| (t(c.at_ms), ((b - drop) * 100.0).max(0.0)))
+                }));
+            for (i, run) in floor.iter().enumerate() {
+                let line = chart
+                    .draw_series(DashedLineSeries::new(
+                        run.clone(),
+                        2,
+                        3,
+                        RED.stroke_width(1),
+                    ))
+                    .map_err(err)?;
+                if i == 0 {
+                    line.label(format!(
+                        "lowest passing hit ratio ({} - {drop})",
+                        if concurrent { "unmoved" } else { "baseline" }
+                    ))
+                    .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], RED.stroke_width(1)));
+                }
+            }
+        }
+        if let Some(max) = spec.guards.max_origin_rps {
             chart
-                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .draw_secondary_series(DashedLineSeries::new(
+                    [(0.0, max), (x1, max)],
+                    2,
+                    3,
+                    RED.mix(0.7).stroke_width(1),
+                ))
                 .map_err(err)?
-                .label(format!("{ring} ring hit ratio"))
-                .legend(move |(x, y)| {
-                    PathElement::new([(x, y), (x + 24, y)], color.stroke_width(2))
+                .label(format!("max_origin_rps {max} (right axis)"))
+                .legend(|(x, y)| {
+                    PathElement::new([(x, y), (x + 24, y)], RED.mix(0.7).stroke_width(1))
                 });
-            chart
-                .draw_series(points.iter().map(|&p| Circle::new(p, 3, color.filled())))
-                .map_err(err)?;
         }
         let rps: Vec<(f64, f64)> = state
             .checks
@@ -132,4 +227,21 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
         root.present().map_err(err)?;
     }
     Ok(svg)
+}
+
+/// The runs of consecutive points that exist.
+fn runs(points: impl Iterator<Item = Option<(f64, f64)>>) -> Vec<Vec<(f64, f64)>> {
+    let mut out: Vec<Vec<(f64, f64)>> = Vec::new();
+    let mut open = false;
+    for p in points {
+        match p {
+            Some(p) if open => out.last_mut().expect("an open run").push(p),
+            Some(p) => {
+                out.push(vec![p]);
+                open = true;
+            }
+            None => open = false,
+        }
+    }
+    out
 }

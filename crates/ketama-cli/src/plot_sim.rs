@@ -103,6 +103,7 @@ fn draw<DB: DrawingBackend>(
     let mut chart = ChartBuilder::on(&root)
         .caption(title, (FONT, 17))
         .margin(15)
+        .margin_right(30)
         .x_label_area_size(45)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..x1, 0.0..y1)
@@ -111,7 +112,7 @@ fn draw<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("requests after the warm-up")
         .y_desc(format!("origin fetches per {window} requests"))
-        .x_label_formatter(&|v| format!("{:.0}", v))
+        .x_label_formatter(&|v| short(*v))
         .y_label_formatter(&|v| format!("{:.0}", v))
         .label_style((FONT, 13))
         .draw()
@@ -139,16 +140,6 @@ fn draw<DB: DrawingBackend>(
             )))
             .map_err(err)?;
     }
-    if steady > 0.0 {
-        chart
-            .draw_series(std::iter::once(PathElement::new(
-                [(0.0, steady), (x1, steady)],
-                BLACK.mix(0.5).stroke_width(1),
-            )))
-            .map_err(err)?
-            .label("steady state (the warm-up's last window)")
-            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BLACK.mix(0.5)));
-    }
     for s in series {
         // One point per window, drawn at the window's end.
         let points: Vec<(f64, f64)> = s
@@ -174,6 +165,19 @@ fn draw<DB: DrawingBackend>(
             }
         });
     }
+    // Drawn last, over the fill lines that run along it.
+    if steady > 0.0 {
+        chart
+            .draw_series(DashedLineSeries::new(
+                [(0.0, steady), (x1, steady)],
+                8,
+                4,
+                BLACK.stroke_width(2),
+            ))
+            .map_err(err)?
+            .label("steady state (the warm-up's last window)")
+            .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], BLACK.stroke_width(2)));
+    }
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.9))
@@ -184,4 +188,15 @@ fn draw<DB: DrawingBackend>(
         .map_err(err)?;
     root.present().map_err(err)?;
     Ok(())
+}
+
+/// An axis number short enough not to be clipped: 6M, 250k, 900.
+fn short(v: f64) -> String {
+    if v.abs() >= 1e6 {
+        format!("{}M", (v / 1e5).round() / 10.0)
+    } else if v.abs() >= 1e3 {
+        format!("{}k", (v / 1e2).round() / 10.0)
+    } else {
+        format!("{v:.0}")
+    }
 }

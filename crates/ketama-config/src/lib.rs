@@ -32,6 +32,7 @@
 #![forbid(unsafe_code)]
 
 pub mod cache_status;
+pub mod clock;
 pub mod discovery;
 pub mod keys;
 pub mod model;

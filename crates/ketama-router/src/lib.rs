@@ -52,7 +52,7 @@ pub mod access_log;
 pub mod admin;
 pub mod cell;
 pub mod checker;
-pub mod clock;
+pub use ketama_config::clock;
 pub mod conn;
 pub mod control;
 pub mod demo;

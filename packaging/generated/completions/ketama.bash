@@ -85,8 +85,14 @@ _ketama() {
             ketama__subcmd__fleet__subcmd__help__subcmd__plan,abort)
                 cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__abort"
                 ;;
+            ketama__subcmd__fleet__subcmd__help__subcmd__plan,approve)
+                cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__approve"
+                ;;
             ketama__subcmd__fleet__subcmd__help__subcmd__plan,pause)
                 cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__pause"
+                ;;
+            ketama__subcmd__fleet__subcmd__help__subcmd__plan,promote)
+                cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__promote"
                 ;;
             ketama__subcmd__fleet__subcmd__help__subcmd__plan,resume)
                 cmd="ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__resume"
@@ -100,11 +106,17 @@ _ketama() {
             ketama__subcmd__fleet__subcmd__plan,abort)
                 cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__abort"
                 ;;
+            ketama__subcmd__fleet__subcmd__plan,approve)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__approve"
+                ;;
             ketama__subcmd__fleet__subcmd__plan,help)
                 cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help"
                 ;;
             ketama__subcmd__fleet__subcmd__plan,pause)
                 cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__pause"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan,promote)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__promote"
                 ;;
             ketama__subcmd__fleet__subcmd__plan,resume)
                 cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__resume"
@@ -118,11 +130,17 @@ _ketama() {
             ketama__subcmd__fleet__subcmd__plan__subcmd__help,abort)
                 cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__abort"
                 ;;
+            ketama__subcmd__fleet__subcmd__plan__subcmd__help,approve)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__approve"
+                ;;
             ketama__subcmd__fleet__subcmd__plan__subcmd__help,help)
                 cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__help"
                 ;;
             ketama__subcmd__fleet__subcmd__plan__subcmd__help,pause)
                 cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__pause"
+                ;;
+            ketama__subcmd__fleet__subcmd__plan__subcmd__help,promote)
+                cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__promote"
                 ;;
             ketama__subcmd__fleet__subcmd__plan__subcmd__help,resume)
                 cmd="ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__resume"
@@ -184,8 +202,14 @@ _ketama() {
             ketama__subcmd__help__subcmd__fleet__subcmd__plan,abort)
                 cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__abort"
                 ;;
+            ketama__subcmd__help__subcmd__fleet__subcmd__plan,approve)
+                cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__approve"
+                ;;
             ketama__subcmd__help__subcmd__fleet__subcmd__plan,pause)
                 cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__pause"
+                ;;
+            ketama__subcmd__help__subcmd__fleet__subcmd__plan,promote)
+                cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__promote"
                 ;;
             ketama__subcmd__help__subcmd__fleet__subcmd__plan,resume)
                 cmd="ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__resume"
@@ -424,7 +448,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet__subcmd__help__subcmd__plan)
-            opts="run status pause resume abort"
+            opts="run status pause resume abort approve promote"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -451,7 +475,35 @@ _ketama() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__approve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__help__subcmd__plan__subcmd__promote)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -550,7 +602,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet__subcmd__plan)
-            opts="-h --help run status pause resume abort help"
+            opts="-h --help run status pause resume abort approve promote help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -609,8 +661,54 @@ _ketama() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__approve)
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --etcd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         ketama__subcmd__fleet__subcmd__plan__subcmd__help)
-            opts="run status pause resume abort help"
+            opts="run status pause resume abort approve promote help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -624,6 +722,20 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__abort)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__approve)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -652,6 +764,20 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__help__subcmd__promote)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -708,6 +834,52 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__fleet__subcmd__plan__subcmd__pause)
+            opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --etcd)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --prefix)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --user-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --password-env)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout-ms)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__fleet__subcmd__plan__subcmd__promote)
             opts="-h --etcd --prefix --user-env --password-env --ca-file --cert-file --key-file --timeout-ms --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1142,7 +1314,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__help__subcmd__fleet__subcmd__plan)
-            opts="run status pause resume abort"
+            opts="run status pause resume abort approve promote"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1169,7 +1341,35 @@ _ketama() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__approve)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__pause)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        ketama__subcmd__help__subcmd__fleet__subcmd__plan__subcmd__promote)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 5 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -1468,7 +1668,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__migrate__subcmd__plan)
-            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --steps --json --simulate --trace --objects --zipf --requests --seed --object-size --cache-objects --cache-bytes --cache-by-weight --warmup --requests-per-step --window --fill-from-previous --max-origin-factor --chart --help"
+            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --steps --json --simulate --trace --trace-format --csv-key-col --csv-size-col --csv-time-col --csv-header --csv-delimiter --objects --zipf --requests --seed --object-size --cache-objects --cache-bytes --cache-by-weight --warmup --requests-per-step --window --fill-from-previous --max-origin-factor --chart --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1519,6 +1719,26 @@ _ketama() {
                     return 0
                     ;;
                 --trace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --trace-format)
+                    COMPREPLY=($(compgen -W "txt csv oracleGeneral" -- "${cur}"))
+                    return 0
+                    ;;
+                --csv-key-col)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --csv-size-col)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --csv-time-col)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --csv-delimiter)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -116,7 +116,14 @@ complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-key-ha
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l steps -d 'Rollout steps in basis points, comma-separated' -r
-complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l trace -d 'Keys, one per line (what follows a tab is ignored), in order' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l trace -d 'The requests, in order (see --trace-format; .gz and .zst files are read as they are)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l trace-format -d 'The trace\'s format: txt (one key per line, what follows a tab ignored; the default), csv (see --csv-key-col) or oracleGeneral (libCacheSim\'s binary records)' -r -f -a "txt\t'One key per line; what follows a tab is ignored'
+csv\t'Delimited fields: see the --csv-* options'
+oracleGeneral\t'libCacheSim\'s 24-byte binary records'"
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-key-col -d 'csv: the column (1-based) holding the key' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-size-col -d 'csv: the column (1-based) holding the object\'s size (checked to be a number)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-time-col -d 'csv: the column (1-based) holding the request\'s time (checked to be a number)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-delimiter -d 'csv: the field delimiter' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l objects -d 'Synthetic workload: distinct objects' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l zipf -d 'Synthetic workload: Zipf exponent' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l requests -d 'Synthetic workload: requests' -r
@@ -131,9 +138,10 @@ complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l max-origi
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l chart -d 'Draw origin fetches per window, the schedule against a one-shot switch (each with and without fill, with --fill-from-previous), to this file (.svg or .png)' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l json -d 'Print one JSON object'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l simulate -d 'Simulate every server\'s cache through the schedule'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-header -d 'csv: the first line is a header'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l cache-by-weight -d 'Caches in proportion to the servers\' weights (the mean weight gets the size given)'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l fill-from-previous -d 'A moved key\'s miss looks in its previous owner\'s cache first'
-complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash) or haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
@@ -196,6 +204,8 @@ complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_sub
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "pause" -d 'Pause the running plan (its controller waits)'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "resume" -d 'Resume a paused plan: its current step is written again'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "abort" -d 'End the plan where it is (with --rollback: every scope back to its share at plan start)'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "approve" -d 'Open the gate the plan waits at (a stage with `approve = true`): its first step is applied'
+complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "promote" -d 'End the current step\'s hold now: the plan moves on at the next check that passes'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from plan" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "push" -d 'Check a routing config as every router will, then write it to PREFIX/config (compare-and-swap on its mod revision)'
 complete -c ketama -n "__fish_ketama_using_subcommand fleet; and __fish_seen_subcommand_from help" -f -a "rollout" -d 'Write the rollout to PREFIX/rollout (compare-and-swap)'

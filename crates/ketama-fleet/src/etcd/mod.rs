@@ -36,11 +36,13 @@ pub use cluster::MemberStatus;
 #[derive(Debug, thiserror::Error)]
 pub enum EtcdError {
     /// No endpoint answered.
-    #[error("cannot reach etcd at {endpoints}: {reason} (is etcd running, and are the URLs and TLS files right?)")]
+    #[error(
+        "cannot reach etcd: {reason} (is etcd running, and are the URLs and TLS files right?)"
+    )]
     Unreachable {
         /// The endpoints tried.
         endpoints: String,
-        /// The last endpoint's error.
+        /// The last endpoint's error, naming it.
         reason: String,
     },
     /// etcd answered with an HTTP error.
@@ -124,6 +126,8 @@ pub struct Kv {
     pub value: Vec<u8>,
     /// Revision of the key's last change.
     pub mod_revision: i64,
+    /// The lease the key is attached to (0: none).
+    pub lease: i64,
 }
 
 /// One change seen by a watch.
@@ -368,7 +372,7 @@ impl Client {
             }),
             Err(e) => Err(EtcdError::Unreachable {
                 endpoints: base.to_string(),
-                reason: e.to_string(),
+                reason: send::transport(base, &e),
             }),
         }
     }
@@ -521,6 +525,17 @@ impl Client {
         Ok(v.result.map_or(0, |r| r.ttl.0))
     }
 
+    /// A lease's seconds left and the TTL it was granted with; `None`
+    /// when it expired (its keys are gone).
+    pub fn lease_ttl(&self, id: i64) -> Result<Option<(i64, i64)>> {
+        let v: wire::TimeToLive = self.post(
+            "/v3/lease/timetolive",
+            &json!({"ID": id.to_string()}),
+            "lease timetolive",
+        )?;
+        Ok((v.ttl.0 >= 0).then_some((v.ttl.0, v.granted.0)))
+    }
+
     /// Revokes a lease and the keys attached to it.
     pub fn revoke(&self, id: i64) -> Result<()> {
         self.post::<wire::Written>(
@@ -554,7 +569,7 @@ impl Client {
                 }),
                 Err(e) => Err(EtcdError::Unreachable {
                     endpoints: base.to_string(),
-                    reason: e.to_string(),
+                    reason: send::transport(base, &e),
                 }),
             }
         })?;
@@ -567,7 +582,7 @@ impl Client {
             Some(_) => Ok(w),
             None => Err(EtcdError::Unreachable {
                 endpoints: self.endpoints(),
-                reason: "the watch stream ended at once".into(),
+                reason: format!("{}: the watch stream ended at once", self.endpoints()),
             }),
         }
     }

@@ -34,7 +34,7 @@ impl Client {
                     let token = match self.authenticate(base) {
                         Ok(t) => t,
                         Err(EtcdError::Unreachable { reason, .. }) => {
-                            last = format!("{base}: {reason}");
+                            last = reason;
                             break;
                         }
                         Err(e) => return Err(e),
@@ -45,7 +45,7 @@ impl Client {
                             return Ok(v);
                         }
                         Err(EtcdError::Unreachable { reason, .. }) => {
-                            last = format!("{base}: {reason}");
+                            last = reason;
                             break;
                         }
                         Err(EtcdError::Status { status, body, .. })
@@ -85,5 +85,23 @@ impl Client {
             endpoints: self.endpoints(),
             reason: last,
         })
+    }
+}
+
+/// A transport error as `BASE: what failed` (ureq's own text repeats the
+/// whole URL).
+pub(super) fn transport(base: &str, e: &ureq::Error) -> String {
+    match e {
+        ureq::Error::Transport(t) => {
+            let mut out = format!("{base}: {}", t.kind());
+            if let Some(m) = t.message() {
+                out.push_str(&format!(": {m}"));
+            }
+            if let Some(src) = std::error::Error::source(t) {
+                out.push_str(&format!(": {src}"));
+            }
+            out
+        }
+        ureq::Error::Status(code, _) => format!("{base}: answered {code}"),
     }
 }

@@ -81,6 +81,9 @@ pub struct WireKv {
     /// Revision of the key's last change.
     #[serde(default)]
     pub mod_revision: I64,
+    /// The lease it is attached to (0: none).
+    #[serde(default)]
+    lease: I64,
 }
 
 impl From<WireKv> for Kv {
@@ -89,6 +92,7 @@ impl From<WireKv> for Kv {
             key: String::from_utf8_lossy(&w.key.0).into_owned(),
             value: w.value.0,
             mod_revision: w.mod_revision.0,
+            lease: w.lease.0,
         }
     }
 }
@@ -168,6 +172,17 @@ pub struct KeepAliveResult {
     /// Seconds left (0: gone).
     #[serde(rename = "TTL", default)]
     pub ttl: I64,
+}
+
+/// `/v3/lease/timetolive`.
+#[derive(Debug, Deserialize)]
+pub struct TimeToLive {
+    /// Seconds left (-1: expired or never granted).
+    #[serde(rename = "TTL", default)]
+    pub ttl: I64,
+    /// The TTL it was granted with.
+    #[serde(rename = "grantedTTL", default)]
+    pub granted: I64,
 }
 
 /// `/v3/auth/authenticate`.

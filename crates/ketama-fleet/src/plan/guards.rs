@@ -15,7 +15,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::spec::Guards;
+use super::spec::{CompareWith, Guards};
 use crate::report::{RingCounts, ORIGIN_RESULTS};
 use crate::Registration;
 
@@ -40,6 +40,13 @@ pub struct Figures {
     /// for the rings that answered with a cache result.
     #[serde(default)]
     pub ring_hit_ratio: BTreeMap<String, f64>,
+    /// Unmoved keys' hit ratio on the new ring (what `compare =
+    /// "concurrent"` judges moved keys against).
+    #[serde(default)]
+    pub unmoved_hit_ratio: Option<f64>,
+    /// `5xx` and router errors over the old ring's answers.
+    #[serde(default)]
+    pub old_error_ratio: Option<f64>,
 }
 
 /// A check's outcome.
@@ -181,6 +188,18 @@ pub fn judge(
     );
     let new_answers = sum(&|r| r.classes.values().sum(), Some("new"));
     let new_errors = sum(&|r| r.class("5xx") + r.class("error"), Some("new"));
+    let old_answers = sum(&|r| r.classes.values().sum(), Some("old"));
+    let old_errors = sum(&|r| r.class("5xx") + r.class("error"), Some("old"));
+    let unmoved_hits = sum(&|r| r.unmoved.get("hit").copied().unwrap_or(0), Some("new"));
+    let unmoved_origin = sum(
+        &|r| {
+            ORIGIN_RESULTS
+                .iter()
+                .map(|k| r.unmoved.get(*k).copied().unwrap_or(0))
+                .sum()
+        },
+        Some("new"),
+    );
     let origin_rps = deltas
         .iter()
         .map(|d| {
@@ -208,6 +227,8 @@ pub fn judge(
         moved_hit_ratio: ratio(moved_hits, moved_hits + moved_origin),
         error_ratio: ratio(new_errors, new_answers),
         origin_rps,
+        unmoved_hit_ratio: ratio(unmoved_hits, unmoved_hits + unmoved_origin),
+        old_error_ratio: ratio(old_errors, old_answers),
     };
     let mut failed = Vec::new();
     if let Some(max) = g.max_origin_rps {
@@ -234,6 +255,9 @@ pub fn judge(
             )],
             f,
         );
+    }
+    if g.compare == CompareWith::Concurrent {
+        return concurrent(g, failed, f);
     }
     let mut unknown = Vec::new();
     if let Some(max) = g.max_hit_ratio_drop {
@@ -267,6 +291,55 @@ pub fn judge(
         }
     }
     verdict(failed, unknown, f)
+}
+
+/// `compare = "concurrent"`: moved keys against unmoved keys, the new
+/// ring's errors against the old ring's, over the same interval.
+fn concurrent(g: &Guards, mut failed: Vec<String>, f: Figures) -> (Figures, Verdict) {
+    let mut unknown = Vec::new();
+    let drop = match (g.max_hit_ratio_drop, g.max_moved_hit_ratio_drop) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
+    if let Some(max) = drop {
+        match (f.unmoved_hit_ratio, f.moved_hit_ratio) {
+            (Some(u), Some(m)) if u - m > max => failed.push(format!(
+                "moved keys' hit ratio {m:.3}, {:.3} below unmoved keys' {u:.3} in the same interval (max drop {max})",
+                u - m
+            )),
+            (Some(_), Some(_)) => {}
+            _ => unknown.push(
+                "no hit ratio of moved and of unmoved keys on the new ring in this interval".into(),
+            ),
+        }
+    }
+    if let Some(max) = g.max_error_ratio {
+        if let Some(e) = f.error_ratio {
+            let old = f.old_error_ratio.unwrap_or(0.0);
+            if e - old > max {
+                failed.push(format!(
+                    "error ratio {e:.4} on the new ring, {:.4} above the old ring's {old:.4} in the same interval (max_error_ratio {max})",
+                    e - old
+                ));
+            }
+        }
+    }
+    verdict(failed, unknown, f)
+}
+
+/// Routed requests and `5xx`/router errors of `deltas` in `scopes`, over
+/// every ring (what a baseline is refused on).
+pub fn requests_and_errors(deltas: &[Delta], scopes: &[String]) -> (u64, u64) {
+    deltas
+        .iter()
+        .filter(|d| scopes.contains(&d.scope))
+        .flat_map(|d| d.rings.values())
+        .fold((0, 0), |(n, e), r| {
+            (
+                n + r.classes.values().sum::<u64>(),
+                e + r.class("5xx") + r.class("error"),
+            )
+        })
 }
 
 fn verdict(failed: Vec<String>, unknown: Vec<String>, f: Figures) -> (Figures, Verdict) {

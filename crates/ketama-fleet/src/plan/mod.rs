@@ -1,7 +1,7 @@
 //! A rollout plan that steps itself: its text ([`spec`]), the rollouts
 //! each step writes ([`RolloutDoc`]), the guards' verdict on the routers'
 //! reports ([`guards`]), and the controller that drives a fleet through
-//! etcd ([`controller`]).
+//! etcd ([`controller`]), telling a webhook what it does ([`notify`]).
 //!
 //! Keys under `PREFIX/rollout-plan/` (they sort after `PREFIX/rollout`'s
 //! watch range, so no router wakes for them): `spec` (the plan as JSON),
@@ -14,10 +14,11 @@ use serde::{Deserialize, Serialize};
 
 pub mod controller;
 pub mod guards;
+pub mod notify;
 pub mod prometheus;
 pub mod spec;
 
-pub use spec::{Guards, OnFailure, PlanError, PlanSpec, Stage};
+pub use spec::{CompareWith, Guards, Notify, OnFailure, PlanError, PlanSpec, Stage};
 
 /// The rollout document (`PREFIX/rollout`, the router's `PUT /rollout`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,6 +112,31 @@ pub struct PlanState {
     pub owner: Option<String>,
     /// Why it paused or ended, when not by completing.
     pub reason: Option<String>,
+    /// Inconclusive checks in a row (`max_inconclusive` of them count as
+    /// one failed check).
+    #[serde(default)]
+    pub inconclusive: u32,
+    /// The stage (0-based) whose gate the plan waits at, paused, for
+    /// `ketama fleet plan approve`.
+    #[serde(default)]
+    pub gate: Option<usize>,
+    /// When `ketama fleet plan promote` ended the current step's hold: the
+    /// next passing check advances.
+    #[serde(default)]
+    pub promoted_ms: Option<u64>,
+    /// The rollout the plan wrote last (what the fleet should be at).
+    #[serde(default)]
+    pub written: Option<RolloutDoc>,
+}
+
+impl PlanState {
+    /// The rollout the plan last wrote (for states stored before it was
+    /// recorded: the one its stage and step imply).
+    pub fn intended(&self, spec: &PlanSpec) -> RolloutDoc {
+        self.written
+            .clone()
+            .unwrap_or_else(|| rollout_at(spec, &self.start, self.stage, self.step))
+    }
 }
 
 /// Checks kept in the state.

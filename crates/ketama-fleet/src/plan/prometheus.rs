@@ -42,17 +42,7 @@ impl Prometheus {
 
     /// One instant query's vector.
     pub fn query(&self, q: &str) -> Result<Vec<Sample>, String> {
-        let url = format!("{}/api/v1/query", self.url);
-        let text = self
-            .agent
-            .get(&url)
-            .query("query", q)
-            .call()
-            .map_err(|e| format!("Prometheus at {}: {e}", self.url))?
-            .into_string()
-            .map_err(|e| format!("Prometheus at {}: {e}", self.url))?;
-        let body: serde_json::Value = serde_json::from_str(&text)
-            .map_err(|e| format!("Prometheus at {}: not its API's JSON: {e}", self.url))?;
+        let body = self.get("/api/v1/query", &[("query", q)])?;
         if body["status"] != "success" {
             return Err(format!(
                 "Prometheus at {} refused {q:?}: {}",
@@ -89,6 +79,37 @@ impl Prometheus {
         Ok(s.into_iter()
             .filter_map(|(l, _)| l.get("scope").cloned())
             .collect())
+    }
+
+    /// GET `path` with `query`, parsed as JSON.
+    fn get(&self, path: &str, query: &[(&str, &str)]) -> Result<serde_json::Value, String> {
+        let mut req = self.agent.get(&format!("{}{path}", self.url));
+        for (k, v) in query {
+            req = req.query(k, v);
+        }
+        let text = req
+            .call()
+            .map_err(|e| format!("Prometheus at {}: {e}", self.url))?
+            .into_string()
+            .map_err(|e| format!("Prometheus at {}: {e}", self.url))?;
+        serde_json::from_str(&text)
+            .map_err(|e| format!("Prometheus at {}: not its API's JSON: {e}", self.url))
+    }
+
+    /// The longest scrape interval of Prometheus' active targets that
+    /// carry a `scope` label (`None`: it names none), from
+    /// `/api/v1/targets`.
+    pub fn scrape_interval(&self) -> Result<Option<Duration>, String> {
+        let body = self.get("/api/v1/targets", &[("state", "active")])?;
+        let targets = body["data"]["activeTargets"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        Ok(targets
+            .iter()
+            .filter(|t| t["labels"]["scope"].is_string())
+            .filter_map(|t| t["scrapeInterval"].as_str().and_then(prom_duration))
+            .max())
     }
 
     /// The counters' increase over the last `window`, one [`Delta`] per
@@ -132,5 +153,44 @@ impl Prometheus {
                 seconds: window.as_secs_f64(),
             })
             .collect())
+    }
+}
+
+/// A Prometheus duration (`15s`, `1m30s`, `500ms`, `1h`).
+fn prom_duration(s: &str) -> Option<Duration> {
+    let mut ms = 0u64;
+    let mut rest = s;
+    while !rest.is_empty() {
+        let at = rest.find(|c: char| !c.is_ascii_digit())?;
+        let n: u64 = rest[..at].parse().ok()?;
+        let unit_end = rest[at..]
+            .find(|c: char| c.is_ascii_digit())
+            .map_or(rest.len(), |e| at + e);
+        let per = match &rest[at..unit_end] {
+            "ms" => 1,
+            "s" => 1000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => 86_400_000,
+            _ => return None,
+        };
+        ms += n * per;
+        rest = &rest[unit_end..];
+    }
+    Some(Duration::from_millis(ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prom_duration;
+    use std::time::Duration;
+
+    #[test]
+    fn scrape_intervals_as_prometheus_writes_them() {
+        assert_eq!(prom_duration("15s"), Some(Duration::from_secs(15)));
+        assert_eq!(prom_duration("1m30s"), Some(Duration::from_secs(90)));
+        assert_eq!(prom_duration("500ms"), Some(Duration::from_millis(500)));
+        assert_eq!(prom_duration("1x"), None);
+        assert_eq!(prom_duration("s"), None);
     }
 }

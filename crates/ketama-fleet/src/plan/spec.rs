@@ -44,6 +44,10 @@ pub struct Stage {
     pub steps_bp: Vec<u32>,
     /// How long each step holds, milliseconds.
     pub hold_ms: u64,
+    /// A manual gate: the plan pauses before this stage's first step until
+    /// `ketama fleet plan approve`.
+    #[serde(default)]
+    pub approve: bool,
 }
 
 impl Stage {
@@ -78,6 +82,40 @@ pub struct Guards {
     pub failures_to_rollback: u32,
     /// What they trigger.
     pub on_failure: OnFailure,
+    /// Consecutive inconclusive checks that count as one failed check (so
+    /// no plan waits forever on a scope without traffic).
+    #[serde(default = "default_max_inconclusive")]
+    pub max_inconclusive: u32,
+    /// What the hit and error ratios are compared with.
+    #[serde(default)]
+    pub compare: CompareWith,
+}
+
+/// The default of `guards.max_inconclusive`.
+pub const DEFAULT_MAX_INCONCLUSIVE: u32 = 10;
+
+fn default_max_inconclusive() -> u32 {
+    DEFAULT_MAX_INCONCLUSIVE
+}
+
+/// What a check compares the step's figures with (`guards.compare`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompareWith {
+    /// The scope's hit ratio over a window measured before the first step.
+    #[default]
+    Baseline,
+    /// The same interval: moved keys' hit ratio against unmoved keys',
+    /// and the new ring's error ratio against the old ring's (no baseline
+    /// window, immune to the drift between then and now).
+    Concurrent,
+}
+
+/// Where a plan's events are sent (`[notify]`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Notify {
+    /// A URL that gets one JSON POST per state change and failed check.
+    pub webhook: String,
 }
 
 /// A validated plan.
@@ -87,6 +125,9 @@ pub struct PlanSpec {
     pub stages: Vec<Stage>,
     /// The guards.
     pub guards: Guards,
+    /// Where events are sent, when anywhere.
+    #[serde(default)]
+    pub notify: Option<Notify>,
 }
 
 #[derive(Deserialize)]
@@ -95,6 +136,13 @@ struct RawPlan {
     #[serde(default)]
     stage: Vec<RawStage>,
     guards: Option<RawGuards>,
+    notify: Option<RawNotify>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNotify {
+    webhook: String,
 }
 
 #[derive(Deserialize)]
@@ -103,6 +151,7 @@ struct RawStage {
     scopes: Vec<String>,
     steps_bp: Vec<u32>,
     hold: String,
+    approve: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -118,6 +167,8 @@ struct RawGuards {
     max_origin_rps: Option<f64>,
     failures_to_rollback: Option<u32>,
     on_failure: Option<OnFailure>,
+    max_inconclusive: Option<u32>,
+    compare: Option<CompareWith>,
 }
 
 /// `"30s"`, `"2m"`, `"1h"`, `"500ms"`: a duration with its unit.
@@ -173,6 +224,23 @@ fn line_of(text: &str, stage: Option<usize>, key: &str) -> usize {
     table_line
 }
 
+/// The line of `key` in the table headed `header` (e.g. `[notify]`).
+fn line_of_table(text: &str, header: &str, key: &str) -> usize {
+    let mut inside = false;
+    for (i, l) in text.lines().enumerate() {
+        let t = l.trim();
+        if t.starts_with('[') {
+            inside = t.starts_with(header);
+        } else if inside
+            && t.strip_prefix(key)
+                .is_some_and(|r| r.trim_start().starts_with('='))
+        {
+            return i + 1;
+        }
+    }
+    0
+}
+
 impl PlanSpec {
     /// Parses and checks a plan's text; errors name `file` and the line.
     pub fn parse(text: &str, file: &str) -> Result<PlanSpec, PlanError> {
@@ -182,8 +250,14 @@ impl PlanSpec {
             message,
         };
         let raw: RawPlan = toml::from_str(text).map_err(|e| {
+            // Newlines before the span's start, plus one: `lines()` would
+            // miss the line when the span starts right after a newline.
             let line = e.span().map_or(0, |s| {
-                text[..s.start.min(text.len())].lines().count().max(1)
+                text.as_bytes()[..s.start.min(text.len())]
+                    .iter()
+                    .filter(|&&b| b == b'\n')
+                    .count()
+                    + 1
             });
             err(line, e.message().trim().replace('\n', "; "))
         })?;
@@ -213,7 +287,15 @@ impl PlanSpec {
             max_origin_rps: g.max_origin_rps,
             failures_to_rollback: g.failures_to_rollback.unwrap_or(3),
             on_failure: g.on_failure.unwrap_or(OnFailure::Rollback),
+            max_inconclusive: g.max_inconclusive.unwrap_or(DEFAULT_MAX_INCONCLUSIVE),
+            compare: g.compare.unwrap_or_default(),
         };
+        if guards.max_inconclusive == 0 {
+            return Err(err(
+                line_of(text, None, "max_inconclusive"),
+                "guards.max_inconclusive must be at least 1 (consecutive inconclusive checks that count as a failure)".into(),
+            ));
+        }
         if guards.interval_ms == 0 {
             return Err(err(
                 line_of(text, None, "interval"),
@@ -252,6 +334,7 @@ impl PlanSpec {
             ));
         }
         if (guards.max_hit_ratio_drop.is_some() || guards.max_moved_hit_ratio_drop.is_some())
+            && guards.compare == CompareWith::Baseline
             && guards.baseline_ms < guards.interval_ms
         {
             return Err(err(
@@ -329,9 +412,29 @@ impl PlanSpec {
                 scopes: s.scopes.clone(),
                 steps_bp: s.steps_bp.clone(),
                 hold_ms: hold,
+                approve: s.approve.unwrap_or(false),
             });
         }
-        Ok(PlanSpec { stages, guards })
+        let notify = match raw.notify {
+            Some(n) => {
+                if !(n.webhook.starts_with("http://") || n.webhook.starts_with("https://")) {
+                    return Err(err(
+                        line_of_table(text, "[notify]", "webhook"),
+                        format!(
+                            "notify.webhook {:?} is not an http:// or https:// URL",
+                            n.webhook
+                        ),
+                    ));
+                }
+                Some(Notify { webhook: n.webhook })
+            }
+            None => None,
+        };
+        Ok(PlanSpec {
+            stages,
+            guards,
+            notify,
+        })
     }
 
     /// With `--prometheus`: every named scope has cache counters there
@@ -342,7 +445,17 @@ impl PlanSpec {
         file: &str,
         url: &str,
         with_series: &[String],
+        scrape_ms: Option<u64>,
     ) -> Result<(), PlanError> {
+        if let Some(every) = scrape_ms {
+            if self.guards.interval_ms < 2 * every {
+                return Err(PlanError {
+                    file: file.to_string(),
+                    line: line_of(text, None, "interval"),
+                    message: format!("guards.interval ({} ms) is shorter than two of Prometheus' scrape intervals ({every} ms at {url}): increase() over it would hold at most one sample and every check would be inconclusive; make it at least {} ms", self.guards.interval_ms, 2 * every),
+                });
+            }
+        }
         for (i, s) in self.stages.iter().enumerate() {
             for sc in s.scopes.iter().filter(|s| *s != "*") {
                 if !with_series.contains(sc) {
@@ -445,7 +558,15 @@ mod tests {
             .starts_with("p.toml:6: guards.max_error_ratio is a ratio"));
         assert!(
             err(&format!("{b}[guards]\nmax_error_ratio = 0.1\nfoo = 1\n"))
-                .contains("unknown field `foo`")
+                .starts_with("p.toml:7: unknown field `foo`")
+        );
+        // A misspelt key on the first line of its table, and on the last
+        // of the file, is named on its own line.
+        assert!(err(&format!("{b}[guards]\nmax_hit_ratio_dorp = 0.1\n"))
+            .starts_with("p.toml:6: unknown field `max_hit_ratio_dorp`"));
+        assert!(
+            err(&format!("{b}[guards]\nmax_error_ratio = 0.1\nsteps = 1"))
+                .starts_with("p.toml:7: unknown field `steps`")
         );
         assert!(err(&b).contains("no [guards]"));
         let ok = PlanSpec::parse(&format!("{b}{GUARDS}"), "p.toml").unwrap();

@@ -133,6 +133,7 @@ impl Control {
                     key: self.keys.config(),
                     value: c.text.into_bytes(),
                     mod_revision: c.revision,
+                    lease: 0,
                 },
             );
         }
@@ -142,6 +143,7 @@ impl Control {
                 key: self.keys.rollout(),
                 value: r.text.into_bytes(),
                 mod_revision: r.revision,
+                lease: 0,
             }),
         );
     }

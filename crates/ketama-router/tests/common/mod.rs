@@ -19,6 +19,7 @@ pub mod differential;
 pub mod dns;
 pub mod echo;
 pub mod fleet;
+pub mod hook;
 pub mod mutate;
 pub mod page;
 pub mod plan;

@@ -50,7 +50,15 @@ impl Fleet {
     /// `bust`: one request in five is for a key never asked before (an
     /// origin contact every time).
     pub fn start(urls: Vec<String>, bust: bool) -> Fleet {
-        Fleet::start_with(urls, &["val1", "ams"], Load { bust, keys: 150 })
+        Fleet::start_with(
+            urls,
+            &["val1", "ams"],
+            Load {
+                bust,
+                keys: 150,
+                quiet: &[],
+            },
+        )
     }
 
     pub fn start_with(urls: Vec<String>, scopes: &[&str], how: Load) -> Fleet {
@@ -91,7 +99,9 @@ impl Fleet {
         );
         let load = routers
             .iter()
-            .map(|r| {
+            .zip(scopes)
+            .filter(|(_, s)| !how.quiet.contains(s))
+            .map(|(r, _)| {
                 let (proxy, stop, sent) = (r.proxy, stop.clone(), sent.clone());
                 std::thread::spawn(move || load(proxy, &stop, &sent, how))
             })
@@ -172,6 +182,8 @@ pub struct Load {
     pub bust: bool,
     /// Keys, the low ones asked most (a square-law skew).
     pub keys: u64,
+    /// Scopes whose router gets no requests at all.
+    pub quiet: &'static [&'static str],
 }
 
 /// Requests (see [`Load`]) until told to stop; returns how many failed.

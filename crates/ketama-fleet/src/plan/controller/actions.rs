@@ -4,10 +4,9 @@
 
 use std::time::{Duration, Instant};
 
-use super::{now_ms, Command, Controller, Outcome, RunError};
-use crate::etcd::Compare;
+use super::{now_ms, Controller, Outcome, RunError};
 use crate::plan::guards::{self, Delta, Verdict};
-use crate::plan::{stage_scopes, Check, RolloutDoc, Status, KEPT_CHECKS};
+use crate::plan::{stage_scopes, Check, CompareWith, RolloutDoc, Status, KEPT_CHECKS};
 use crate::{registrations, Registration};
 
 impl Controller<'_> {
@@ -19,6 +18,11 @@ impl Controller<'_> {
         at: i64,
     ) -> Result<Option<Outcome>, RunError> {
         let _ = current;
+        if self.spec.guards.compare == CompareWith::Concurrent {
+            // Each check compares the two rings in its own interval.
+            let now = registrations(self.client, self.keys)?;
+            return self.enter(0, at, now);
+        }
         if let Some(p) = &self.prometheus {
             // Prometheus holds the window before the plan already.
             let window = Duration::from_millis(self.spec.guards.baseline_ms);
@@ -29,13 +33,17 @@ impl Controller<'_> {
                     return Ok(None);
                 }
             };
+            if let Some(why) = self.refuse_baseline(&deltas) {
+                return self.baseline_refused(why, at);
+            }
             self.state.baseline = Some(baseline_of(&deltas));
+            self.state.reason = None;
             self.say(format!(
                 "baseline from Prometheus over the last {} ms",
                 window.as_millis()
             ));
             let now = registrations(self.client, self.keys)?;
-            return self.step_to(0, Some(0), at, now);
+            return self.enter(0, at, now);
         }
         if self.before.is_none() {
             self.before = Some((Instant::now(), registrations(self.client, self.keys)?));
@@ -50,13 +58,109 @@ impl Controller<'_> {
             Some((_, before)) => guards::deltas(before, &now),
             None => Vec::new(),
         };
+        if let Some(why) = self.refuse_baseline(&deltas) {
+            // Measured again from now.
+            self.before = Some((Instant::now(), now));
+            self.state.since_ms = now_ms();
+            return self.baseline_refused(why, at);
+        }
         self.state.baseline = Some(baseline_of(&deltas));
+        self.state.reason = None;
         self.say(format!(
             "baseline measured over {} ms on {} routers",
             elapsed,
             deltas.len()
         ));
-        self.step_to(0, Some(0), at, now)
+        self.enter(0, at, now)
+    }
+
+    /// Why a baseline cannot be compared with: a stage's scopes with fewer
+    /// than `min_requests`, or more errors than `max_error_ratio` allows
+    /// (the caches were failing while it was measured).
+    fn refuse_baseline(&self, deltas: &[Delta]) -> Option<String> {
+        let g = &self.spec.guards;
+        let known: Vec<String> = deltas.iter().map(|d| d.scope.clone()).collect();
+        for stage in 0..self.spec.stages.len() {
+            let scopes = stage_scopes(&self.spec, stage, &known);
+            let (n, errors) = guards::requests_and_errors(deltas, &scopes);
+            let names = scopes.join(",");
+            if n < g.min_requests {
+                return Some(format!("baseline refused: stage {} ({names}) had {n} requests, under min_requests {}; measuring it again", stage + 1, g.min_requests));
+            }
+            if let Some(max) = g.max_error_ratio {
+                let r = errors as f64 / n as f64;
+                if r > max {
+                    return Some(format!("baseline refused: stage {} ({names}) answered {r:.4} of its requests with errors, above max_error_ratio {max}; measuring it again", stage + 1));
+                }
+            }
+        }
+        None
+    }
+
+    /// A refused baseline counts as an inconclusive check: `max_inconclusive`
+    /// of them in a row are a failure, and `failures_to_rollback` failures
+    /// end the plan (nothing was stepped: back at its start) or pause it.
+    fn baseline_refused(&mut self, why: String, at: i64) -> Result<Option<Outcome>, RunError> {
+        let g = self.spec.guards.clone();
+        self.state.inconclusive += 1;
+        if self.state.inconclusive >= g.max_inconclusive {
+            self.state.inconclusive = 0;
+            self.state.failures += 1;
+        }
+        self.state.reason = Some(why.clone());
+        if self.state.failures < g.failures_to_rollback {
+            self.write(None)?;
+            self.event("baseline_refused", why);
+            return Ok(None);
+        }
+        let cause = format!(
+            "{why}; {} baselines refused in a row (max_inconclusive {}, failures_to_rollback {})",
+            g.max_inconclusive * g.failures_to_rollback,
+            g.max_inconclusive,
+            g.failures_to_rollback
+        );
+        if g.on_failure == crate::plan::OnFailure::Pause {
+            self.state.status = Status::Paused;
+            self.state.failures = 0;
+            self.state.reason = Some(format!("paused before the first step: {cause}"));
+            self.write(None)?;
+            self.event("paused", format!("paused before the first step: {cause}"));
+            return Ok(None);
+        }
+        self.state.status = Status::RolledBack;
+        self.state.reason = Some(format!("ended before the first step: {cause}"));
+        let start = self.state.start.clone();
+        if !self.write(Some((&start, at)))? {
+            return Ok(None);
+        }
+        self.event(
+            "rolled_back",
+            format!("ended before the first step, the rollout at its start: {cause}"),
+        );
+        Ok(Some(Outcome::RolledBack))
+    }
+
+    /// The first step of `stage`, or its gate: paused until `approve`.
+    pub(super) fn enter(
+        &mut self,
+        stage: usize,
+        at: i64,
+        now: Vec<Registration>,
+    ) -> Result<Option<Outcome>, RunError> {
+        if !self.spec.stages[stage].approve {
+            return self.step_to(stage, Some(0), at, now);
+        }
+        self.state.status = Status::Paused;
+        self.state.gate = Some(stage);
+        let why = format!(
+            "waiting at stage {}'s gate ({}): `ketama fleet plan approve` applies its first step",
+            stage + 1,
+            self.spec.stages[stage].scopes.join(",")
+        );
+        self.state.reason = Some(why.clone());
+        self.write(None)?;
+        self.event("gate", why);
+        Ok(None)
     }
 
     /// Applies `stage` at `step` (and the state) in one transaction.
@@ -72,6 +176,8 @@ impl Controller<'_> {
         self.state.step = step;
         self.state.since_ms = now_ms();
         self.state.failures = 0;
+        self.state.inconclusive = 0;
+        self.state.promoted_ms = None;
         let doc = self.expected();
         if !self.write(Some((&doc, at)))? {
             (self.state.stage, self.state.step) = (old_stage, old_step);
@@ -81,11 +187,14 @@ impl Controller<'_> {
         self.last_check = None;
         let bp = step.map_or(0, |k| self.spec.stages[stage].steps_bp[k]);
         let scopes = self.spec.stages[stage].scopes.join(",");
-        self.say(format!(
-            "stage {} step {}: {scopes} at {bp} bp",
-            stage + 1,
-            step.map_or(0, |k| k + 1)
-        ));
+        self.event(
+            "step",
+            format!(
+                "stage {} step {}: {scopes} at {bp} bp",
+                stage + 1,
+                step.map_or(0, |k| k + 1)
+            ),
+        );
         Ok(None)
     }
 
@@ -117,40 +226,72 @@ impl Controller<'_> {
             Some(p) => {
                 let window = Duration::from_millis(self.spec.guards.interval_ms);
                 match p.deltas(window) {
+                    Ok(d) if !d.iter().any(|d| scopes.contains(&d.scope)) => (
+                        guards::Figures::default(),
+                        Verdict::Inconclusive(vec![format!(
+                            "Prometheus at {} has no samples of the stage's scopes over the last {} ms",
+                            p.url(),
+                            window.as_millis()
+                        )]),
+                    ),
                     Ok(d) => guards::judge(&self.spec.guards, &scopes, base, &d),
                     Err(e) => (guards::Figures::default(), Verdict::Inconclusive(vec![e])),
                 }
             }
         };
+        let mut reasons = verdict.reasons();
         match verdict {
-            Verdict::Pass => self.state.failures = 0,
-            Verdict::Fail(_) => self.state.failures += 1,
-            Verdict::Inconclusive(_) => {}
+            Verdict::Pass => {
+                self.state.failures = 0;
+                self.state.inconclusive = 0;
+            }
+            Verdict::Fail(_) => {
+                self.state.failures += 1;
+                self.state.inconclusive = 0;
+            }
+            Verdict::Inconclusive(_) => {
+                self.state.inconclusive += 1;
+                let max = self.spec.guards.max_inconclusive;
+                if self.state.inconclusive >= max {
+                    // So no plan waits forever on a scope it cannot judge.
+                    self.state.inconclusive = 0;
+                    self.state.failures += 1;
+                    reasons.push(format!(
+                        "{max} inconclusive checks in a row count as a failure (max_inconclusive)"
+                    ));
+                }
+            }
         }
-        self.say(format!(
-            "check stage {} step {}: {} {:?} (requests {}, hit ratio {:?}, baseline {:?}, origin/s {:.1})",
+        let line = format!(
+            "check stage {} step {}: {}{} ({})",
             self.state.stage + 1,
             step + 1,
             verdict.name(),
-            verdict.reasons(),
-            figures.requests,
-            figures.hit_ratio,
-            figures.baseline_hit_ratio,
-            figures.origin_rps
-        ));
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", reasons.join("; "))
+            },
+            describe(&figures)
+        );
         self.state.checks.push(Check {
             at_ms: now_ms(),
             stage: self.state.stage,
             step,
             figures,
             verdict: verdict.name().to_string(),
-            reasons: verdict.reasons(),
+            reasons: reasons.clone(),
         });
         if self.state.checks.len() > KEPT_CHECKS {
             self.state.checks.remove(0);
         }
+        if matches!(verdict, Verdict::Pass) {
+            self.say(line);
+        } else {
+            self.event(&format!("check_{}", verdict.name()), line);
+        }
         if self.state.failures >= self.spec.guards.failures_to_rollback {
-            return self.on_failure(step, at, verdict.reasons());
+            return self.on_failure(step, at, reasons);
         }
         self.write(None)?;
         Ok(None)
@@ -177,7 +318,10 @@ impl Controller<'_> {
                 if !self.write(Some((&start, at)))? {
                     return Ok(None);
                 }
-                self.say(format!("rolled back to the shares at plan start: {cause}"));
+                self.event(
+                    "rolled_back",
+                    format!("rolled back to the shares at plan start: {cause}"),
+                );
                 Ok(Some(Outcome::RolledBack))
             }
             crate::plan::OnFailure::StepBack => {
@@ -193,14 +337,17 @@ impl Controller<'_> {
                     (self.state.step, self.state.status) = (old_step, old_status);
                     return Ok(None);
                 }
-                self.say(format!("stepped back one step and paused: {cause}"));
+                self.event(
+                    "stepped_back",
+                    format!("stepped back one step and paused: {cause}"),
+                );
                 Ok(Some(Outcome::SteppedBack))
             }
             crate::plan::OnFailure::Pause => {
                 self.state.status = Status::Paused;
                 self.state.reason = Some(format!("paused: {cause}"));
                 self.write(None)?;
-                self.say(format!("paused: {cause}"));
+                self.event("paused", format!("paused: {cause}"));
                 Ok(None)
             }
         }
@@ -214,81 +361,16 @@ impl Controller<'_> {
             return self.step_to(stage, Some(step + 1), at, now);
         }
         if stage + 1 < self.spec.stages.len() {
-            return self.step_to(stage + 1, Some(0), at, now);
+            return self.enter(stage + 1, at, now);
         }
         self.state.status = Status::Completed;
         self.state.reason = None;
         self.write(None)?;
-        self.say("completed: every stage at its last step".into());
+        self.event(
+            "completed",
+            "completed: every stage at its last step".into(),
+        );
         Ok(Some(Outcome::Completed))
-    }
-
-    /// A pending command, acted on and cleared.
-    pub(super) fn command(
-        &mut self,
-        current: &RolloutDoc,
-        at: i64,
-    ) -> Result<Option<Outcome>, RunError> {
-        let ck = self.keys.plan_command();
-        let Some(kv) = self.client.get(&ck)?.0 else {
-            return Ok(None);
-        };
-        let cmd: Option<Command> = serde_json::from_slice(&kv.value).ok();
-        let _ = current;
-        let out = match cmd.as_ref().map(|c| c.command.as_str()) {
-            Some("pause") if self.state.status == Status::Running => {
-                self.state.status = Status::Paused;
-                self.state.reason = Some("paused by `ketama fleet plan pause`".into());
-                self.write(None)?;
-                None
-            }
-            Some("resume") if self.state.status == Status::Paused => {
-                self.state.status = Status::Running;
-                self.state.reason = None;
-                self.state.failures = 0;
-                self.state.since_ms = now_ms();
-                self.before = None;
-                self.last_check = None;
-                // The plan's current step, written again over a hand-made
-                // rollout (the operator asked to resume).
-                let doc = self.expected();
-                if !self.write(Some((&doc, at)))? {
-                    return Ok(None);
-                }
-                None
-            }
-            Some("abort") => {
-                let rollback = cmd.as_ref().is_some_and(|c| c.rollback);
-                self.state.status = Status::Aborted;
-                self.state.reason = Some(if rollback {
-                    "aborted and rolled back by `ketama fleet plan abort --rollback`".into()
-                } else {
-                    "aborted by `ketama fleet plan abort`".into()
-                });
-                let start = self.state.start.clone();
-                let written = if rollback {
-                    self.write(Some((&start, at)))?
-                } else {
-                    self.write(None)?
-                };
-                if !written {
-                    return Ok(None);
-                }
-                Some(Outcome::Aborted)
-            }
-            _ => None,
-        };
-        let _ = self
-            .client
-            .txn(&[Compare::ModRevision(&ck, kv.mod_revision)], &[], &[&ck]);
-        if let Some(reason) = self.state.reason.clone() {
-            if cmd.is_some() {
-                self.say(reason);
-            }
-        } else if cmd.is_some() {
-            self.say("resumed".into());
-        }
-        Ok(out)
     }
 }
 
@@ -303,4 +385,19 @@ fn baseline_of(deltas: &[Delta]) -> std::collections::BTreeMap<String, (u64, u64
         e.1 += o;
     }
     base
+}
+
+/// A check's figures for the log: each one named, `-` where unmeasured.
+fn describe(f: &guards::Figures) -> String {
+    let r = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
+    format!(
+        "requests {}, hit ratio {}, baseline {}, moved {}, unmoved {}, errors {}, origin/s {:.1}",
+        f.requests,
+        r(f.hit_ratio),
+        r(f.baseline_hit_ratio),
+        r(f.moved_hit_ratio),
+        r(f.unmoved_hit_ratio),
+        r(f.error_ratio),
+        f.origin_rps
+    )
 }

@@ -3,7 +3,9 @@
 //!
 //! It holds `PREFIX/rollout-plan/lock` under a lease, so two controllers
 //! never drive one fleet and one started after another died (its lease
-//! expired) takes over from the stored state. Every write of the rollout
+//! expired) takes over from the stored state: it waits out the dead
+//! one's lease (at most the TTL it was granted, 30 s at most) rather than
+//! fail. Every write of the rollout
 //! is one transaction with the state, on two conditions: the lock still
 //! holds this controller's id, and `PREFIX/rollout` is still at the
 //! revision read before (so a step is never applied twice, never skipped,
@@ -17,7 +19,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::{Deserialize, Serialize};
 
 mod actions;
+mod commands;
 
+use super::notify::Notifier;
 use super::prometheus::Prometheus;
 use super::{rollout_at, PlanSpec, PlanState, RolloutDoc, Status};
 use crate::etcd::{Client, Compare, EtcdError};
@@ -40,10 +44,10 @@ pub enum Outcome {
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     /// The plan's text or the fleet refused it.
-    #[error("{0}")]
+    #[error(transparent)]
     Plan(#[from] super::PlanError),
     /// etcd failed at start.
-    #[error("{0}")]
+    #[error(transparent)]
     Etcd(#[from] EtcdError),
     /// Another plan is running or paused.
     #[error("a plan is already {status} (since stage {stage}): see `ketama fleet plan status`; abort it first, or run `ketama fleet plan run` without a file to take it over")]
@@ -56,8 +60,8 @@ pub enum RunError {
     /// Nothing to take over.
     #[error("no active plan is stored: start one with `ketama fleet plan run PLAN.toml`")]
     NoPlan,
-    /// Another controller holds the lock.
-    #[error("controller {owner:?} runs the plan (it holds {key}); a controller that died lets go when its lease expires")]
+    /// Another controller holds the lock and keeps its lease alive.
+    #[error("controller {owner:?} runs the plan: it still held {key} after its lease's TTL (a live controller renews it); stop it first, or steer it with `ketama fleet plan pause|resume|abort`")]
     Locked {
         /// Its id.
         owner: String,
@@ -75,7 +79,7 @@ pub enum RunError {
 /// A command for the running controller (`PREFIX/rollout-plan/command`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Command {
-    /// `pause`, `resume` or `abort`.
+    /// `pause`, `resume`, `abort`, `approve` or `promote`.
     pub command: String,
     /// With `abort`: back to the shares at plan start.
     #[serde(default)]
@@ -104,6 +108,7 @@ pub struct Controller<'a> {
     last_check: Option<Instant>,
     /// Where the figures come from instead of the registrations.
     prometheus: Option<Prometheus>,
+    notifier: Option<Notifier>,
     log: &'a mut dyn FnMut(&str),
 }
 
@@ -147,20 +152,9 @@ impl<'a> Controller<'a> {
             .unwrap_or(1000);
         let ttl = Duration::from_millis((interval * 3).clamp(3000, 30_000));
         let lease = client.grant(ttl.as_secs().max(1) as i64)?;
-        let lock = keys.plan_lock();
-        let took = client.txn(
-            &[Compare::ModRevision(&lock, 0)],
-            &[(&lock, id.as_bytes(), Some(lease))],
-            &[],
-        )?;
-        if took.is_none() {
+        if let Err(e) = take_lock(client, keys, &id, lease, log) {
             let _ = client.revoke(lease);
-            let owner = client
-                .get(&lock)?
-                .0
-                .map(|kv| String::from_utf8_lossy(&kv.value).into_owned())
-                .unwrap_or_default();
-            return Err(RunError::Locked { owner, key: lock });
+            return Err(e);
         }
         let result = Self::take(
             client,
@@ -178,7 +172,8 @@ impl<'a> Controller<'a> {
                 return Err(e);
             }
         };
-        let c = Controller {
+        let notifier = spec.notify.as_ref().map(|n| Notifier::start(&n.webhook));
+        let mut c = Controller {
             client,
             keys,
             id,
@@ -189,6 +184,7 @@ impl<'a> Controller<'a> {
             state,
             before: None,
             last_check: None,
+            notifier,
             prometheus,
             log,
         };
@@ -198,7 +194,7 @@ impl<'a> Controller<'a> {
             c.id,
             c.state.status.name()
         );
-        (c.log)(&what);
+        c.event("started", what);
         Ok(c)
     }
 
@@ -222,7 +218,9 @@ impl<'a> Controller<'a> {
                 spec.check_fleet(text, file, &fleet, prometheus.is_none())?;
                 if let Some(p) = prometheus {
                     let with = p.scopes().map_err(RunError::Prometheus)?;
-                    spec.check_prometheus(text, file, p.url(), &with)?;
+                    let scrape = p.scrape_interval().map_err(RunError::Prometheus)?;
+                    let scrape = scrape.map(|d| d.as_millis() as u64);
+                    spec.check_prometheus(text, file, p.url(), &with, scrape)?;
                 }
                 let (rollout, _) = client.get(&keys.rollout())?;
                 let now = now_ms();
@@ -238,6 +236,10 @@ impl<'a> Controller<'a> {
                     failures: 0,
                     owner: Some(id.to_string()),
                     reason: None,
+                    inconclusive: 0,
+                    gate: None,
+                    promoted_ms: None,
+                    written: None,
                 };
                 let spec_json = serde_json::to_vec(&spec).unwrap_or_default();
                 let state_json = serde_json::to_vec(&state).unwrap_or_default();
@@ -271,6 +273,25 @@ impl<'a> Controller<'a> {
         (self.log)(&what);
     }
 
+    /// Logs `message` and sends it to the plan's webhook as `kind`.
+    fn event(&mut self, kind: &str, message: String) {
+        (self.log)(&message);
+        let Some(n) = &mut self.notifier else {
+            return;
+        };
+        let s = &self.state;
+        n.send(serde_json::json!({
+            "event": kind,
+            "status": s.status.name(),
+            "stage": s.stage + 1,
+            "step": s.step.map_or(0, |k| k + 1),
+            "message": message,
+            "at_ms": now_ms(),
+            "rollout": s.written,
+            "reason": s.reason,
+        }));
+    }
+
     /// What the plan has written, as the state says.
     fn expected(&self) -> RolloutDoc {
         rollout_at(
@@ -290,6 +311,10 @@ impl<'a> Controller<'a> {
             self.keys.plan_state(),
             self.keys.rollout(),
         );
+        let before = self.state.written.clone();
+        if let Some((d, _)) = rollout {
+            self.state.written = Some(d.clone());
+        }
         let state = serde_json::to_vec(&self.state).unwrap_or_default();
         let doc = rollout.map(|(d, _)| serde_json::to_vec(d).unwrap_or_default());
         let mut compares = vec![Compare::Value(&lock, self.id.as_bytes())];
@@ -301,6 +326,7 @@ impl<'a> Controller<'a> {
         if self.client.txn(&compares, &puts, &[])?.is_some() {
             return Ok(true);
         }
+        self.state.written = before;
         let holder = self.client.get(&lock)?.0;
         if holder.is_none_or(|kv| kv.value != self.id.as_bytes()) {
             return Err(RunError::LostLock);
@@ -353,11 +379,19 @@ impl<'a> Controller<'a> {
             }
             self.renewed = Instant::now();
         }
+        if let Some(n) = &mut self.notifier {
+            for w in n.warnings() {
+                (self.log)(&w);
+            }
+        }
         let (rollout, _) = self.client.get(&self.keys.rollout())?;
         let at = rollout.as_ref().map_or(0, |kv| kv.mod_revision);
         let current = doc_of(rollout.as_ref().map(|kv| &kv.value[..]));
-        if let Some(out) = self.command(&current, at)? {
-            return Ok(Some(out));
+        match self.command(at)? {
+            commands::Acted::Ended(out) => return Ok(Some(out)),
+            // What the round read is out of date: the next reads again.
+            commands::Acted::Wrote => return Ok(None),
+            commands::Acted::Nothing => {}
         }
         if self.state.status != Status::Running {
             return Ok(None);
@@ -368,8 +402,8 @@ impl<'a> Controller<'a> {
                 "the rollout was written by hand (revision {at}): paused; `ketama fleet plan resume` writes the plan's current step again, `abort` ends it"
             ));
             let reason = self.state.reason.clone().unwrap_or_default();
-            self.say(reason);
             self.write(None)?;
+            self.event("paused", reason);
             return Ok(None);
         }
         let g = self.spec.guards.clone();
@@ -387,21 +421,71 @@ impl<'a> Controller<'a> {
             }
         }
         let stage = &self.spec.stages[self.state.stage];
-        let passed = self
-            .state
-            .checks
-            .iter()
-            .rev()
-            .filter(|c| {
+        let last =
+            self.state.checks.iter().rev().find(|c| {
                 c.stage == self.state.stage && c.step == step && c.verdict != "inconclusive"
-            })
-            .map(|c| c.verdict == "pass")
-            .next()
-            .unwrap_or(false);
-        if elapsed >= stage.hold_ms && passed && self.state.failures == 0 {
+            });
+        let passed = last.is_some_and(|c| c.verdict == "pass");
+        // `promote` ends the hold once a check made after it passed.
+        let promoted = self
+            .state
+            .promoted_ms
+            .is_some_and(|t| last.is_some_and(|c| c.at_ms >= t));
+        if (elapsed >= stage.hold_ms || promoted) && passed && self.state.failures == 0 {
             return self.advance(step, at);
         }
         Ok(None)
+    }
+}
+
+/// Takes the plan's lock under `lease`. Held by another controller: waits
+/// while its lease runs out (a dead controller's expires within the TTL
+/// it was granted; a live one renews it, and then this fails).
+fn take_lock(
+    client: &Client,
+    keys: &Keys,
+    id: &str,
+    lease: i64,
+    log: &mut dyn FnMut(&str),
+) -> Result<(), RunError> {
+    let lock = keys.plan_lock();
+    let mut deadline: Option<Instant> = None;
+    loop {
+        let took = client.txn(
+            &[Compare::ModRevision(&lock, 0)],
+            &[(&lock, id.as_bytes(), Some(lease))],
+            &[],
+        )?;
+        if took.is_some() {
+            return Ok(());
+        }
+        let Some(kv) = client.get(&lock)?.0 else {
+            continue; // let go meanwhile
+        };
+        let owner = String::from_utf8_lossy(&kv.value).into_owned();
+        let left = match kv.lease {
+            0 => None,
+            l => client.lease_ttl(l)?,
+        };
+        let Some((left, granted)) = left else {
+            continue; // its lease just expired: the key goes with it
+        };
+        let until = *deadline.get_or_insert_with(|| {
+            let wait = Duration::from_secs(granted.max(left).max(1) as u64 + 2);
+            log(&format!(
+                "controller {owner} holds {lock}; waiting up to {} s for its lease to expire ({left} s left of {granted} s; a live controller renews it)",
+                wait.as_secs()
+            ));
+            Instant::now() + wait
+        });
+        if Instant::now() >= until {
+            return Err(RunError::Locked { owner, key: lock });
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        // This controller's own lease must outlive the wait.
+        if client.keep_alive(lease)? == 0 {
+            return Err(RunError::LostLock);
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Wall-clock times as `/status` and the access log show them.
+//! Wall-clock times as the router's `/status`, its access log and the
+//! plan controller's log show them (UTC, no time zone database).
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
