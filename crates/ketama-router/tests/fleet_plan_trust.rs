@@ -282,3 +282,65 @@ fn a_concurrent_comparison_judges_both_rings_in_the_same_interval() {
     assert!(log.contains("moved ") && log.contains("unmoved "), "{log}");
     f.stop();
 }
+
+#[test]
+fn the_operators_own_guards_are_checked_and_refused_where_they_cannot_be() {
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start(vec![etcd.url()], false);
+    let prom = prometheus(&[(f.routers[0].admin, "val1"), (f.routers[1].admin, "ams")]);
+    let stage = "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [5000, 10000]\nhold = \"4s\"\n\n[guards]\ninterval = \"1s\"\nwarmup = \"1s\"\nbaseline = \"2s\"\nmin_requests = 20\nfailures_to_rollback = 2\n\n";
+    let guard = |query: &str| {
+        format!("{stage}[[guards.metric]]\nname = \"requests/s\"\nquery = '{query}'\nmax = 1\n\n[[guards.metric]]\nname = \"some requests\"\nfigure = \"requests\"\nmin = 1\n")
+    };
+    let run = |text: &str, prometheus: bool| {
+        let plan = f.plan_file(text);
+        let mut args = vec!["plan", "run", plan.to_str().unwrap()];
+        if prometheus {
+            args.extend(["--prometheus", prom.url.as_str()]);
+        }
+        f.cli(&args).output().unwrap()
+    };
+    let ok_query = "sum(rate(ketama_requests_total[2s]))";
+    // A query without Prometheus, and a window under two scrapes (250 ms
+    // each): refused, naming the metric's line.
+    let out = run(&guard(ok_query), false);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains(
+            "plan.toml:13: guards.metric \"requests/s\": a query needs a Prometheus server"
+        ),
+        "{}",
+        output_text(&out)
+    );
+    let out = run(&guard("sum(rate(ketama_requests_total[400ms]))"), true);
+    assert_eq!(out.status.code(), Some(1), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("window of 400 ms is shorter than two scrape intervals"),
+        "{}",
+        output_text(&out)
+    );
+    // The traffic is well above 1 request/s: two failed checks roll back.
+    let out = run(&guard(ok_query), true);
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("above its max 1"),
+        "{}",
+        output_text(&out)
+    );
+    let state = f.state().unwrap();
+    let failed: Vec<_> = state
+        .checks
+        .iter()
+        .filter(|c| c.verdict == "fail")
+        .collect();
+    assert_eq!(failed.len(), 2, "{:?}", state.checks);
+    for c in failed {
+        assert!(c.figures.metrics["requests/s"] > 1.0, "{c:?}");
+        assert!(c.figures.metrics["some requests"] >= 20.0, "{c:?}");
+    }
+    assert_eq!(
+        f.rollout(),
+        serde_json::json!({"global_bp": 0, "scopes": {}})
+    );
+    f.stop();
+}

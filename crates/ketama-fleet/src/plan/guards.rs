@@ -47,6 +47,9 @@ pub struct Figures {
     /// `5xx` and router errors over the old ring's answers.
     #[serde(default)]
     pub old_error_ratio: Option<f64>,
+    /// Each `[[guards.metric]]`'s value, by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub metrics: BTreeMap<String, f64>,
 }
 
 /// A check's outcome.
@@ -229,6 +232,7 @@ pub fn judge(
         origin_rps,
         unmoved_hit_ratio: ratio(unmoved_hits, unmoved_hits + unmoved_origin),
         old_error_ratio: ratio(old_errors, old_answers),
+        metrics: BTreeMap::new(),
     };
     let mut failed = Vec::new();
     if let Some(max) = g.max_origin_rps {

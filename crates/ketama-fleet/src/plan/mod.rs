@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 pub mod controller;
 pub mod guards;
+pub mod metrics;
 pub mod notify;
 pub mod prometheus;
 pub mod spec;

@@ -89,6 +89,9 @@ pub struct Guards {
     /// What the hit and error ratios are compared with.
     #[serde(default)]
     pub compare: CompareWith,
+    /// The operator's own guards (`[[guards.metric]]`).
+    #[serde(default)]
+    pub metrics: Vec<super::metrics::MetricGuard>,
 }
 
 /// The default of `guards.max_inconclusive`.
@@ -169,6 +172,7 @@ struct RawGuards {
     on_failure: Option<OnFailure>,
     max_inconclusive: Option<u32>,
     compare: Option<CompareWith>,
+    metric: Option<Vec<super::metrics::RawMetric>>,
 }
 
 /// `"30s"`, `"2m"`, `"1h"`, `"500ms"`: a duration with its unit.
@@ -289,6 +293,7 @@ impl PlanSpec {
             on_failure: g.on_failure.unwrap_or(OnFailure::Rollback),
             max_inconclusive: g.max_inconclusive.unwrap_or(DEFAULT_MAX_INCONCLUSIVE),
             compare: g.compare.unwrap_or_default(),
+            metrics: super::metrics::parse(g.metric.unwrap_or_default(), text, file)?,
         };
         if guards.max_inconclusive == 0 {
             return Err(err(
@@ -327,6 +332,7 @@ impl PlanSpec {
             && guards.max_moved_hit_ratio_drop.is_none()
             && guards.max_error_ratio.is_none()
             && guards.max_origin_rps.is_none()
+            && guards.metrics.is_empty()
         {
             return Err(err(
                 line_of(text, None, ""),

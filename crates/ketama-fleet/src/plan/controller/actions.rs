@@ -97,6 +97,37 @@ impl Controller<'_> {
         None
     }
 
+    /// The `[[guards.metric]]` guards added to a check's verdict: a failed
+    /// one fails it; one that could not be judged leaves a passing check
+    /// inconclusive.
+    fn own_guards(
+        &self,
+        mut figures: guards::Figures,
+        verdict: Verdict,
+    ) -> (guards::Figures, Verdict) {
+        let m = &self.spec.guards.metrics;
+        if m.is_empty() {
+            return (figures, verdict);
+        }
+        let (values, failed, unknown) =
+            crate::plan::metrics::judge(m, &figures, self.prometheus.as_ref());
+        figures.metrics = values;
+        let verdict = match verdict {
+            Verdict::Fail(mut r) => {
+                r.extend(failed);
+                Verdict::Fail(r)
+            }
+            _ if !failed.is_empty() => Verdict::Fail(failed),
+            Verdict::Inconclusive(mut r) => {
+                r.extend(unknown);
+                Verdict::Inconclusive(r)
+            }
+            Verdict::Pass if !unknown.is_empty() => Verdict::Inconclusive(unknown),
+            Verdict::Pass => Verdict::Pass,
+        };
+        (figures, verdict)
+    }
+
     /// A refused baseline counts as an inconclusive check: `max_inconclusive`
     /// of them in a row are a failure, and `failures_to_rollback` failures
     /// end the plan (nothing was stepped: back at its start) or pause it.
@@ -239,6 +270,7 @@ impl Controller<'_> {
                 }
             }
         };
+        let (figures, verdict) = self.own_guards(figures, verdict);
         let mut reasons = verdict.reasons();
         match verdict {
             Verdict::Pass => {

@@ -216,12 +216,20 @@ impl<'a> Controller<'a> {
                     .map(|r| (r.scope.clone(), r.report.as_ref().map(|x| x.interval_ms)))
                     .collect();
                 spec.check_fleet(text, file, &fleet, prometheus.is_none())?;
+                let mut scrape = None;
                 if let Some(p) = prometheus {
                     let with = p.scopes().map_err(RunError::Prometheus)?;
-                    let scrape = p.scrape_interval().map_err(RunError::Prometheus)?;
-                    let scrape = scrape.map(|d| d.as_millis() as u64);
+                    let every = p.scrape_interval().map_err(RunError::Prometheus)?;
+                    scrape = every.map(|d| d.as_millis() as u64);
                     spec.check_prometheus(text, file, p.url(), &with, scrape)?;
                 }
+                super::metrics::check_fleet(
+                    &spec.guards.metrics,
+                    text,
+                    file,
+                    prometheus.is_some(),
+                    scrape,
+                )?;
                 let (rollout, _) = client.get(&keys.rollout())?;
                 let now = now_ms();
                 let state = PlanState {
