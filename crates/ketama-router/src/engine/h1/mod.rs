@@ -237,12 +237,11 @@ impl Client for H1Client<'_> {
     /// sends meanwhile stays in its buffer, up to [`WATCH_LIMIT`] (then it
     /// is no longer watched).
     async fn gone(&mut self) {
-        let timeout = Duration::from_secs(u64::from(u32::MAX));
         while self.c.io.pending().len() < WATCH_LIMIT {
             if self
                 .c
                 .io
-                .read_more(4096, WATCH_LIMIT, timeout)
+                .read_more_untimed(4096, WATCH_LIMIT)
                 .await
                 .is_err()
             {
