@@ -26,6 +26,40 @@ pub struct Report {
     pub interval_ms: u64,
     /// Per ring version.
     pub rings: BTreeMap<String, RingCounts>,
+    /// Routed requests' durations (backend chosen to the end of its
+    /// response) since start, every backend: counts per bucket, not
+    /// cumulated, bucket `i` up to 100 µs × 2^i, the last `+Inf`
+    /// ([`LATENCY_BUCKETS`] of them; empty from routers before it).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency: Vec<u64>,
+}
+
+/// Buckets of [`Report::latency`], `+Inf` included.
+pub const LATENCY_BUCKETS: usize = 20;
+
+/// The `q` quantile (0 to 1) of latency bucket counts, in seconds,
+/// interpolated within its bucket as Prometheus' `histogram_quantile`
+/// does (the last finite bound for `+Inf`). `None` without observations.
+pub fn quantile(counts: &[u64], q: f64) -> Option<f64> {
+    let total: u64 = counts.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let last = counts.len().saturating_sub(1);
+    let rank = q.clamp(0.0, 1.0) * total as f64;
+    let mut below = 0u64;
+    for (i, &n) in counts.iter().enumerate() {
+        if n > 0 && (below + n) as f64 >= rank {
+            let upper = 0.0001 * f64::powi(2.0, i.min(last.saturating_sub(1)) as i32);
+            if i == last {
+                return Some(upper);
+            }
+            let lower = if i == 0 { 0.0 } else { upper / 2.0 };
+            return Some(lower + (upper - lower) * (rank - below as f64) / n as f64);
+        }
+        below += n;
+    }
+    None
 }
 
 /// One ring's counters since the router started.

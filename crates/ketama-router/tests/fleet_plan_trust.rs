@@ -290,7 +290,7 @@ fn the_operators_own_guards_are_checked_and_refused_where_they_cannot_be() {
     let prom = prometheus(&[(f.routers[0].admin, "val1"), (f.routers[1].admin, "ams")]);
     let stage = "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [5000, 10000]\nhold = \"4s\"\n\n[guards]\ninterval = \"1s\"\nwarmup = \"1s\"\nbaseline = \"2s\"\nmin_requests = 20\nfailures_to_rollback = 2\n\n";
     let guard = |query: &str| {
-        format!("{stage}[[guards.metric]]\nname = \"requests/s\"\nquery = '{query}'\nmax = 1\n\n[[guards.metric]]\nname = \"some requests\"\nfigure = \"requests\"\nmin = 1\n")
+        format!("{stage}[[guards.metric]]\nname = \"requests/s\"\nquery = '{query}'\nmax = 1\n\n[[guards.metric]]\nname = \"some requests\"\nfigure = \"requests\"\nmin = 1\n\n[[guards.metric]]\nname = \"p99\"\nfigure = \"latency_p99\"\nmax = 60\n")
     };
     let run = |text: &str, prometheus: bool| {
         let plan = f.plan_file(text);
@@ -337,7 +337,103 @@ fn the_operators_own_guards_are_checked_and_refused_where_they_cannot_be() {
     for c in failed {
         assert!(c.figures.metrics["requests/s"] > 1.0, "{c:?}");
         assert!(c.figures.metrics["some requests"] >= 20.0, "{c:?}");
+        // Read from the latency buckets the routers report: a loopback
+        // cache answers within milliseconds.
+        let p99 = c.figures.metrics["p99"];
+        assert!(p99 > 0.0 && p99 < 0.5, "{c:?}");
     }
+    assert_eq!(
+        f.rollout(),
+        serde_json::json!({"global_bp": 0, "scopes": {}})
+    );
+    f.stop();
+}
+
+/// The objects a 10% step moves to cache 0 (on the fleet's rings: nginx's
+/// 160 points a weight unit, the new ring 40), as nginx names their files
+/// in that cache's store: the MD5 of its cache key, `http://ORIGIN/URI`
+/// (each file's `KEY:` line says so).
+fn moved_to_cache0(f: &Fleet, keys: u64) -> Vec<std::path::PathBuf> {
+    use ketama::{Node, Ring, RingBuilder};
+    let addrs = f.nginx_addrs();
+    let (caches, origin) = (&addrs[..2], addrs[2]);
+    let nodes: Vec<Node> = caches.iter().map(|a| Node::new(a.to_string(), 1)).collect();
+    let old = Ring::new(nodes.clone()).unwrap();
+    let new = RingBuilder::new().point_multiple(40).build(nodes).unwrap();
+    let moved: Vec<String> = (0..keys)
+        .map(|k| format!("/obj/{k}"))
+        .filter(|k| {
+            let (o, n) = (
+                old.node(k.as_bytes()).unwrap(),
+                new.node(k.as_bytes()).unwrap(),
+            );
+            ketama::migration::rollout_bucket(k.as_bytes()) < 1000
+                && o.server() != n.server()
+                && n.server() == caches[0].to_string()
+        })
+        .map(|k| format!("http://{origin}{k}"))
+        .collect();
+    // nginx's file name for a key: its MD5 in hex (no `levels`).
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import hashlib,sys\nfor l in sys.argv[1:]: print(hashlib.md5(l.encode()).hexdigest())",
+        ])
+        .args(&moved)
+        .output()
+        .unwrap();
+    let store = f.dir.path().join("cache0");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|h| store.join(h))
+        .collect()
+}
+
+#[test]
+fn a_concurrent_comparison_rolls_back_when_a_new_owner_stays_cold() {
+    let etcd = EtcdServer::start().unwrap();
+    let f = Fleet::start_with(
+        vec![etcd.url()],
+        &["val1", "ams"],
+        Load {
+            bust: false,
+            keys: 1500,
+            quiet: &[],
+        },
+    );
+    let files = moved_to_cache0(&f, 1500);
+    assert!(files.len() > 5, "{} moved objects", files.len());
+    // The objects the step moves to cache 0 deleted from it every 300 ms:
+    // their new owner stays cold, which unmoved keys (and the same keys'
+    // old owner) do not show. Caches emptied whole would show on moved and
+    // unmoved keys alike.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let cold = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                for p in &files {
+                    let _ = std::fs::remove_file(p);
+                }
+                std::thread::sleep(Duration::from_millis(300));
+            }
+        })
+    };
+    let plan = f.plan_file(
+        "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [1000]\nhold = \"20s\"\n\n[guards]\ncompare = \"concurrent\"\ninterval = \"1s\"\nwarmup = \"2s\"\nmin_requests = 50\nmax_hit_ratio_drop = 0.2\nfailures_to_rollback = 2\n",
+    );
+    let out = f
+        .cli(&["plan", "run", plan.to_str().unwrap()])
+        .output()
+        .unwrap();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    cold.join().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", output_text(&out));
+    assert!(
+        output_text(&out).contains("below unmoved keys'"),
+        "{}",
+        output_text(&out)
+    );
     assert_eq!(
         f.rollout(),
         serde_json::json!({"global_bp": 0, "scopes": {}})

@@ -47,6 +47,10 @@ pub struct Figures {
     /// `5xx` and router errors over the old ring's answers.
     #[serde(default)]
     pub old_error_ratio: Option<f64>,
+    /// The scopes' request durations over the interval, per latency
+    /// bucket (what the `latency_*` figures are read from).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub latency: Vec<u64>,
     /// Each `[[guards.metric]]`'s value, by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub metrics: BTreeMap<String, f64>,
@@ -98,6 +102,9 @@ pub struct Delta {
     pub rings: BTreeMap<String, RingCounts>,
     /// Seconds between its two reports.
     pub seconds: f64,
+    /// Its requests' durations over the interval, per latency bucket
+    /// (empty from routers that report none).
+    pub latency: Vec<u64>,
 }
 
 /// Each router's counters between two rounds of registrations (routers
@@ -132,10 +139,20 @@ pub fn deltas(before: &[Registration], now: &[Registration]) -> Vec<Delta> {
                 )
             })
             .collect();
+        let latency = if new.latency.len() == old.latency.len() {
+            new.latency
+                .iter()
+                .zip(&old.latency)
+                .map(|(a, b)| a.saturating_sub(*b))
+                .collect()
+        } else {
+            Vec::new()
+        };
         out.push(Delta {
             scope: r.scope.clone().unwrap_or_default(),
             rings,
             seconds: (new.at_ms - old.at_ms) as f64 / 1000.0,
+            latency,
         });
     }
     out
@@ -232,6 +249,7 @@ pub fn judge(
         origin_rps,
         unmoved_hit_ratio: ratio(unmoved_hits, unmoved_hits + unmoved_origin),
         old_error_ratio: ratio(old_errors, old_answers),
+        latency: latency_of(&concerned),
         metrics: BTreeMap::new(),
     };
     let mut failed = Vec::new();
@@ -329,6 +347,20 @@ fn concurrent(g: &Guards, mut failed: Vec<String>, f: Figures) -> (Figures, Verd
         }
     }
     verdict(failed, unknown, f)
+}
+
+/// The routers' latency buckets added up (those that report them).
+fn latency_of(deltas: &[&Delta]) -> Vec<u64> {
+    let mut sum: Vec<u64> = Vec::new();
+    for d in deltas.iter().filter(|d| !d.latency.is_empty()) {
+        if sum.is_empty() {
+            sum = vec![0; d.latency.len()];
+        }
+        for (s, n) in sum.iter_mut().zip(&d.latency) {
+            *s += n;
+        }
+    }
+    sum
 }
 
 /// Routed requests and `5xx`/router errors of `deltas` in `scopes`, over

@@ -11,6 +11,10 @@
 //! name = "new ring errors"
 //! figure = "error_ratio_new"
 //! max = 0.01
+//! [[guards.metric]]
+//! name = "p99, seconds"
+//! figure = "latency_p99"      # from the latency buckets routers report
+//! max = 0.25
 //! ```
 //!
 //! A query must answer one sample (aggregate it: `sum`, `max`, ...); none
@@ -44,9 +48,16 @@ pub enum Figure {
     OriginRps,
     /// Routed requests in the scopes over the interval.
     Requests,
+    /// The median of the scopes' request durations, seconds (from the
+    /// latency buckets the routers report).
+    LatencyP50,
+    /// Their 90th percentile.
+    LatencyP90,
+    /// Their 99th percentile.
+    LatencyP99,
 }
 
-const FIGURES: [(&str, Figure); 7] = [
+const FIGURES: [(&str, Figure); 10] = [
     ("hit_ratio", Figure::HitRatio),
     ("moved_hit_ratio", Figure::MovedHitRatio),
     ("unmoved_hit_ratio", Figure::UnmovedHitRatio),
@@ -54,6 +65,9 @@ const FIGURES: [(&str, Figure); 7] = [
     ("error_ratio_old", Figure::ErrorRatioOld),
     ("origin_rps", Figure::OriginRps),
     ("requests", Figure::Requests),
+    ("latency_p50", Figure::LatencyP50),
+    ("latency_p90", Figure::LatencyP90),
+    ("latency_p99", Figure::LatencyP99),
 ];
 
 impl Figure {
@@ -66,6 +80,9 @@ impl Figure {
             Figure::ErrorRatioOld => f.old_error_ratio,
             Figure::OriginRps => Some(f.origin_rps),
             Figure::Requests => Some(f.requests as f64),
+            Figure::LatencyP50 => crate::report::quantile(&f.latency, 0.5),
+            Figure::LatencyP90 => crate::report::quantile(&f.latency, 0.9),
+            Figure::LatencyP99 => crate::report::quantile(&f.latency, 0.99),
         }
     }
 }

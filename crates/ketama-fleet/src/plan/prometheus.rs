@@ -5,9 +5,10 @@
 //! metrics: give each target `labels: {scope: ams}` in the scrape
 //! config).
 //!
-//! Two instant queries per check:
-//! `sum by (scope, ring, moved, result) (increase(ketama_cache_responses_total[W]))`
-//! and `sum by (scope, ring, class) (increase(ketama_ring_responses_total[W]))`;
+//! Three instant queries per check:
+//! `sum by (scope, ring, moved, result) (increase(ketama_cache_responses_total[W]))`,
+//! `sum by (scope, ring, class) (increase(ketama_ring_responses_total[W]))`
+//! and `sum by (scope, le) (increase(ketama_request_duration_seconds_bucket[W]))`;
 //! their samples become one [`Delta`] per scope, judged as the
 //! registrations' are.
 
@@ -122,8 +123,40 @@ impl Prometheus {
         let classes = self.query(&format!(
             "sum by (scope, ring, class) (increase(ketama_ring_responses_total[{w}ms]))"
         ))?;
+        let durations = self.query(&format!(
+            "sum by (scope, le) (increase(ketama_request_duration_seconds_bucket[{w}ms]))"
+        ))?;
         let mut by_scope: BTreeMap<String, BTreeMap<String, RingCounts>> = BTreeMap::new();
         let label = |l: &BTreeMap<String, String>, k: &str| l.get(k).cloned().unwrap_or_default();
+        // Cumulative buckets by bound, per scope, made per-bucket counts as
+        // the routers' reports carry them.
+        let mut cumulative: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
+        for (l, v) in &durations {
+            let le = match label(l, "le").as_str() {
+                "+Inf" => f64::INFINITY,
+                x => x.parse().unwrap_or(f64::NAN),
+            };
+            if !le.is_nan() {
+                cumulative
+                    .entry(label(l, "scope"))
+                    .or_default()
+                    .push((le, *v));
+            }
+        }
+        let mut latency: BTreeMap<String, Vec<u64>> = BTreeMap::new();
+        for (scope, mut b) in cumulative {
+            b.sort_by(|x, y| x.0.total_cmp(&y.0));
+            let mut below = 0.0;
+            let counts = b
+                .iter()
+                .map(|&(_, c)| {
+                    let n = (c - below).max(0.0).round() as u64;
+                    below = c.max(below);
+                    n
+                })
+                .collect();
+            latency.insert(scope, counts);
+        }
         for (l, v) in &cache {
             let ring = by_scope
                 .entry(label(l, "scope"))
@@ -148,6 +181,7 @@ impl Prometheus {
         Ok(by_scope
             .into_iter()
             .map(|(scope, rings)| Delta {
+                latency: latency.get(&scope).cloned().unwrap_or_default(),
                 scope,
                 rings,
                 seconds: window.as_secs_f64(),

@@ -23,10 +23,10 @@ impl Control {
             rejected: inner.rejected.clone(),
             listen: self.listen.clone(),
             pid: std::process::id(),
-            report: Some(crate::metrics::cache::report(
-                &self.metrics.cache,
-                self.settings.report_interval,
-            )),
+            report: Some(ketama_fleet::Report {
+                latency: self.metrics.duration_counts().to_vec(),
+                ..crate::metrics::cache::report(&self.metrics.cache, self.settings.report_interval)
+            }),
         }
     }
 

@@ -147,27 +147,6 @@ fn write_ip(ip: std::net::IpAddr, out: &mut Vec<u8>) {
     }
 }
 
-#[cfg(test)]
-mod ip_tests {
-    #[test]
-    fn ipv4_as_display_writes_it() {
-        for ip in [
-            "0.0.0.0",
-            "127.0.0.1",
-            "10.20.30.40",
-            "255.255.255.255",
-            "1.100.9.199",
-        ] {
-            let mut out = Vec::new();
-            super::write_ip(ip.parse().unwrap(), &mut out);
-            assert_eq!(out, ip.as_bytes());
-        }
-        let mut out = Vec::new();
-        super::write_ip("::1".parse().unwrap(), &mut out);
-        assert_eq!(out, b"::1");
-    }
-}
-
 /// Fields of a backend's response the router writes itself, or drops
 /// (toward an HTTP/1 client; HTTP/2 drops more: see
 /// [`super::fields::CONNECTION_SPECIFIC`]).
@@ -315,5 +294,26 @@ pub fn answer(
     });
     if !head_request {
         answer_body(words, out);
+    }
+}
+
+#[cfg(test)]
+mod ip_tests {
+    #[test]
+    fn ipv4_as_display_writes_it() {
+        for ip in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.20.30.40",
+            "255.255.255.255",
+            "1.100.9.199",
+        ] {
+            let mut out = Vec::new();
+            super::write_ip(ip.parse().unwrap(), &mut out);
+            assert_eq!(out, ip.as_bytes());
+        }
+        let mut out = Vec::new();
+        super::write_ip("::1".parse().unwrap(), &mut out);
+        assert_eq!(out, b"::1");
     }
 }

@@ -245,6 +245,7 @@ pub fn report(c: &CacheCounters, interval: Duration) -> ketama_fleet::Report {
             .map_or(0, |d| d.as_millis() as u64),
         interval_ms: interval.as_millis() as u64,
         rings,
+        latency: Vec::new(),
     }
 }
 

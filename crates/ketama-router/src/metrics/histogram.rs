@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 /// Buckets, `+Inf` included.
-pub const BUCKETS: usize = 20;
+pub const BUCKETS: usize = ketama_fleet::report::LATENCY_BUCKETS;
 
 /// Upper bounds of the buckets, in seconds, as the exposition writes them.
 pub const LE: [&str; BUCKETS] = [
@@ -66,28 +66,10 @@ impl Histogram {
     }
 }
 
-/// The `q` quantile (0 to 1) of bucket counts, in seconds, interpolated
-/// within its bucket as Prometheus' `histogram_quantile` does (the last
-/// finite bound for `+Inf`). `None` without observations.
+/// The `q` quantile (0 to 1) of bucket counts, in seconds (the fleet's
+/// reports carry the same buckets: one rule for both).
 pub fn quantile(counts: &[u64; BUCKETS], q: f64) -> Option<f64> {
-    let total: u64 = counts.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = q.clamp(0.0, 1.0) * total as f64;
-    let mut below = 0u64;
-    for (i, &n) in counts.iter().enumerate() {
-        if n > 0 && (below + n) as f64 >= rank {
-            let upper = 0.0001 * f64::powi(2.0, i.min(BUCKETS - 2) as i32);
-            if i == BUCKETS - 1 {
-                return Some(upper);
-            }
-            let lower = if i == 0 { 0.0 } else { upper / 2.0 };
-            return Some(lower + (upper - lower) * (rank - below as f64) / n as f64);
-        }
-        below += n;
-    }
-    None
+    ketama_fleet::report::quantile(counts, q)
 }
 
 #[cfg(test)]

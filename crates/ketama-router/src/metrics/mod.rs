@@ -361,6 +361,19 @@ impl Metrics {
         m
     }
 
+    /// Every backend's request durations added up (what the router
+    /// reports to its fleet). Cost: one pass over the backends.
+    pub fn duration_counts(&self) -> [u64; histogram::BUCKETS] {
+        let all = self.backends.lock().unwrap_or_else(|e| e.into_inner());
+        let mut sum = [0u64; histogram::BUCKETS];
+        for b in all.values() {
+            for (s, n) in sum.iter_mut().zip(b.duration_counts()) {
+                *s += n;
+            }
+        }
+        sum
+    }
+
     /// Counts a routing decision made by a ring version.
     #[inline]
     pub fn lookup(&self, v: Version) {

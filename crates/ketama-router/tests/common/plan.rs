@@ -127,6 +127,12 @@ impl Fleet {
         f
     }
 
+    /// The caches' addresses (as the routers' backends name them), then
+    /// the origin's.
+    pub fn nginx_addrs(&self) -> Vec<SocketAddr> {
+        self._nginx.iter().map(|n| n.addr).collect()
+    }
+
     pub fn client(&self) -> Client {
         etcd_client(&self.urls)
     }
