@@ -28,7 +28,7 @@ pub struct EtcdServer {
 /// once drew the same port (the draws were not atomic across the test
 /// threads), one of them died at start, and the cluster ran on two
 /// members until a chaos test killed one more.
-fn free_port() -> std::io::Result<u16> {
+pub fn free_port() -> std::io::Result<u16> {
     use std::sync::atomic::{AtomicU64, Ordering};
     static STATE: AtomicU64 = AtomicU64::new(0);
     static GIVEN: std::sync::Mutex<Vec<u16>> = std::sync::Mutex::new(Vec::new());

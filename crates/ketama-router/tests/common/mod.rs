@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,14 +32,11 @@ pub mod tls;
 /// instead. Below the kernel's ephemeral range, so no outgoing
 /// connection's local end takes it before the peer binds it.
 pub fn free_port() -> u16 {
-    use rand::Rng;
-    let mut rng = rand::rng();
-    loop {
-        let port = rng.random_range(20_000..32_000);
-        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
-            return port;
-        }
-    }
+    // One source for the whole test process (etcd members' ports too): a
+    // port is handed out once, so two tests running side by side never
+    // draw the same one between its check and its bind (a peer of one
+    // test's caches once landed on another test's stub: a 599).
+    ketama_fleet::testing::free_port().expect("a free loopback port in 20000-32000")
 }
 
 /// Loopback, port 0: a router told to listen here binds a free port of
