@@ -86,6 +86,9 @@ pub struct Command {
     pub rollback: bool,
 }
 
+/// The shortest lease a controller holds the plan's lock under.
+pub const LEASE_MIN_MS: u64 = 10_000;
+
 /// Milliseconds since the Unix epoch.
 pub fn now_ms() -> u64 {
     SystemTime::now()
@@ -150,7 +153,9 @@ impl<'a> Controller<'a> {
             .map(|(s, _, _)| s.guards.interval_ms)
             .or(stored_spec.as_ref().map(|s| s.guards.interval_ms))
             .unwrap_or(1000);
-        let ttl = Duration::from_millis((interval * 3).clamp(3000, 30_000));
+        // At least 10 s: a controller stalled for a few seconds (a loaded
+        // machine) keeps its plan; one that died is waited out that long.
+        let ttl = Duration::from_millis((interval * 3).clamp(LEASE_MIN_MS, 30_000));
         let lease = client.grant(ttl.as_secs().max(1) as i64)?;
         if let Err(e) = take_lock(client, keys, &id, lease, log) {
             let _ = client.revoke(lease);
@@ -277,6 +282,29 @@ impl<'a> Controller<'a> {
         }
     }
 
+    /// The lease expired while this controller was stalled: the lock is
+    /// taken again under a new lease if nobody took it meanwhile (every
+    /// write is conditioned on the lock's value, so none was lost or
+    /// doubled), else the plan is another controller's.
+    fn retake(&mut self) -> Result<(), RunError> {
+        let lease = self.client.grant(self.ttl.as_secs().max(1) as i64)?;
+        let lock = self.keys.plan_lock();
+        let took = self.client.txn(
+            &[Compare::ModRevision(&lock, 0)],
+            &[(&lock, self.id.as_bytes(), Some(lease))],
+            &[],
+        )?;
+        if took.is_none() {
+            let _ = self.client.revoke(lease);
+            return Err(RunError::LostLock);
+        }
+        self.lease = lease;
+        self.say(format!(
+            "this controller's lease expired while it was stalled; nobody took the plan: it holds {lock} again"
+        ));
+        Ok(())
+    }
+
     fn say(&mut self, what: String) {
         (self.log)(&what);
     }
@@ -383,7 +411,7 @@ impl<'a> Controller<'a> {
     fn round(&mut self) -> Result<Option<Outcome>, RunError> {
         if self.renewed.elapsed() >= self.ttl / 3 {
             if self.client.keep_alive(self.lease)? == 0 {
-                return Err(RunError::LostLock);
+                self.retake()?;
             }
             self.renewed = Instant::now();
         }
