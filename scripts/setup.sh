@@ -42,3 +42,7 @@ fi
 python3 -c 'import prometheus_client' 2>/dev/null ||
   python3 -m pip install -q prometheus-client ||
   python3 -m pip install -q --break-system-packages prometheus-client
+# gRPC's C core, the live peer of the envoy-ring-hash scheme.
+python3 -c 'import grpc' 2>/dev/null ||
+  python3 -m pip install -q grpcio ||
+  python3 -m pip install -q --break-system-packages grpcio

@@ -12,9 +12,11 @@ use ketama::{
 #[derive(Args, Debug, Clone)]
 pub struct RingArgs {
     /// Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached,
-    /// twemproxy (see --key-hash) or haproxy (HAProxy's `hash-type
+    /// twemproxy (see --key-hash), haproxy (HAProxy's `hash-type
     /// consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for
-    /// sdbm, djb2, wt6 or crc32).
+    /// sdbm, djb2, wt6 or crc32), envoy-ring-hash (Envoy's and gRPC's
+    /// ring_hash; envoy-ring-hash:min=N,max=N[,murmur2], or :grpc for
+    /// gRPC's sizes) or maglev (Envoy's; maglev:PRIME for the table size).
     #[arg(long, default_value = "nginx")]
     pub compat: Scheme,
     /// twemproxy's key hash: md5, fnv1a_64 (twemproxy's default), fnv1a_32,
@@ -46,6 +48,12 @@ impl RingArgs {
 /// server (`sweep`, `recommend`): theirs are fixed.
 pub fn refuse_fixed_points(compat: Scheme, command: &str) -> anyhow::Result<()> {
     if let Some(m) = compat.fixed_point_multiple() {
+        if compat.is_envoy() {
+            bail!(
+                "--compat {compat}: {command} varies the points per server, and {} sizes its ring from its own settings instead (envoy-ring-hash:min=N,max=N or maglev:PRIME); see its balance with `ketama analyze --compat {compat}`",
+                compat.name(),
+            );
+        }
         let what = if compat.is_memcached() {
             format!("{m} on average")
         } else {
@@ -123,7 +131,8 @@ pub struct TwoRings {
     #[arg(long)]
     pub to: ServersPath,
     /// Scheme of the current ring: nginx, pingora-v1, pingora-v2,
-    /// libmemcached, twemproxy or haproxy (as --compat).
+    /// libmemcached, twemproxy, haproxy, envoy-ring-hash or maglev (as
+    /// --compat).
     #[arg(long, default_value = "nginx")]
     pub from_compat: Scheme,
     /// twemproxy key hash of the current ring (as --key-hash).
@@ -136,7 +145,7 @@ pub struct TwoRings {
     #[arg(long, default_value_t = DEFAULT_POINT_MULTIPLE, value_parser = clap::value_parser!(u32).range(1..))]
     pub from_point_multiple: u32,
     /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached,
-    /// twemproxy or haproxy (as --compat).
+    /// twemproxy, haproxy, envoy-ring-hash or maglev (as --compat).
     #[arg(long, default_value = "nginx")]
     pub to_compat: Scheme,
     /// twemproxy key hash of the new ring (as --key-hash).

@@ -35,7 +35,7 @@ pub struct RouteArgs {
     #[arg(long, requires = "rollout")]
     to: Option<ServersPath>,
     /// Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached,
-    /// twemproxy or haproxy (as --compat).
+    /// twemproxy, haproxy, envoy-ring-hash or maglev (as --compat).
     #[arg(long, default_value = "nginx", requires = "to")]
     to_compat: Scheme,
     /// twemproxy key hash of the new ring (as --key-hash).

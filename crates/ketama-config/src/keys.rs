@@ -77,7 +77,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("admin", "token", "-", "the bearer token the admin API requires"),
     k("admin", "token_env", "-", "the environment variable holding the token instead"),
     k("admin", "auth", "true", "false: the admin API takes requests without a token (loopback demos)"),
-    k("ring", "compat", "\"nginx\"", "the hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or twemproxy:HASH, haproxy or haproxy:FUNCTION[+avalanche]"),
+    k("ring", "compat", "\"nginx\"", "the hashing scheme (`scheme` is the same key): nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or twemproxy:HASH, haproxy or haproxy:FUNCTION[+avalanche], envoy-ring-hash or envoy-ring-hash:OPTIONS (Envoy's and gRPC's ring_hash; envoy-ring-hash:grpc for gRPC's sizes), maglev or maglev:PRIME (Envoy's Maglev)"),
     k("ring", "layout", "\"compact\"", "how points are stored: wide (8 B), packed (6 B) or compact (about 3 B); routing is the same"),
     k("ring", "point_multiple", "160", "points per weight unit"),
     k("key", "source", "\"path_query\"", "the routing key: path_query (nginx's $request_uri), path, host_path or header"),

@@ -346,7 +346,8 @@ fn yes() -> bool {
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct RingSection {
-    /// Scheme name.
+    /// Scheme name (`scheme` is read as the same key).
+    #[serde(alias = "scheme")]
     pub compat: String,
     /// Layout name.
     pub layout: String,

@@ -118,6 +118,12 @@ pub enum Error {
     /// (or requirement) that did not make it.
     #[error("this failover cursor was made by another ring: advance a cursor only on the ring (or requirement) that made it")]
     ForeignCursor,
+    /// A 64-bit hash was given to a ring of a 32-bit scheme.
+    #[error("{compat} hashes keys in 32 bits: a 64-bit hash means nothing on its ring; look keys up by key (node, failover) or by their 32-bit hash")]
+    NarrowScheme {
+        /// The ring's scheme.
+        compat: Scheme,
+    },
     /// An exact diff was asked of rings that hash keys differently (or
     /// with a hash that does not cover all 2^32 values).
     #[error("the rings hash keys with {from} and {to}: their hash spaces are unrelated, so no exact diff exists; estimate it from sampled keys with analysis::diff_sampled (ketama diff samples by itself)")]
@@ -186,6 +192,15 @@ pub enum Error {
         /// The scheme.
         compat: Scheme,
     },
+    /// A scheme's own settings (a ring or table size) are ones its peer
+    /// refuses.
+    #[error("{compat}: {reason}")]
+    SchemeSettings {
+        /// The scheme.
+        compat: Scheme,
+        /// What is wrong, and what to do.
+        reason: String,
+    },
     /// A scheme whose point count is fixed was given another multiple.
     #[error("{compat} {}, whatever the point multiple: {given} is not supported; leave it at {}", fixed_points_text(*.compat), .compat.fixed_point_multiple().unwrap_or(0))]
     FixedPointMultiple {
@@ -251,6 +266,8 @@ pub enum Error {
 fn fixed_points_text(compat: Scheme) -> &'static str {
     if compat.is_memcached() {
         "gives 160 points per server on average (in MD5 digests of four)"
+    } else if compat.is_envoy() {
+        "sizes its ring or table from its own settings (min/max ring size, table size), not a point multiple: leave the multiple at its default, 160"
     } else {
         "gives 16 points per weight unit (HAProxy's BE_WEIGHT_SCALE)"
     }

@@ -1,6 +1,7 @@
 //! Consistent hashing at CDN scale, byte-identical to nginx's
-//! `hash $key consistent`, pingora-ketama, libmemcached, twemproxy and
-//! HAProxy's `hash-type consistent` ([`haproxy`]).
+//! `hash $key consistent`, pingora-ketama, libmemcached, twemproxy,
+//! HAProxy's `hash-type consistent` ([`haproxy`]), and Envoy's and gRPC's
+//! `ring_hash` and Envoy's `maglev` ([`envoy`]).
 //!
 //! A [`Ring`] gives each [`Node`] `weight x point_multiple` points (a CRC-32
 //! chain, 160 per weight unit by default) on a 32-bit ring; a key goes to
@@ -68,6 +69,7 @@
 pub mod analysis;
 pub mod continuum;
 mod crc;
+pub mod envoy;
 mod error;
 pub mod haproxy;
 pub mod keyhash;

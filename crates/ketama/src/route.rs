@@ -300,15 +300,15 @@ impl RouteTable {
         }
         let version = self.version(key, scope);
         let ring = self.ring(version);
-        let hash = ring.hash_key(key);
+        let p = ring.compat().probe(key);
         let cursor = match need {
-            Some(n) => self.prepared(n.index, version).cursor(hash),
-            None => ring.failover_cursor(hash),
+            Some(n) => self.prepared(n.index, version).cursor_for_probe(p),
+            None => ring.cursor_for_probe(p, ring.live()),
         };
         Ok(Route {
             table: self.id,
             version,
-            hash,
+            hash: p.hash,
             need: need.map(|n| n.index),
             cursor,
         })
@@ -340,15 +340,15 @@ impl RouteTable {
             return Err(Error::KeyNotRouted);
         }
         let ring = self.ring(other);
-        let hash = ring.hash_key(key);
+        let p = ring.compat().probe(key);
         let cursor = match route.need {
-            Some(i) => self.prepared(i, other).cursor(hash),
-            None => ring.failover_cursor(hash),
+            Some(i) => self.prepared(i, other).cursor_for_probe(p),
+            None => ring.cursor_for_probe(p, ring.live()),
         };
         Ok(Some(Route {
             table: self.id,
             version: other,
-            hash,
+            hash: p.hash,
             need: route.need,
             cursor,
         }))
@@ -419,13 +419,18 @@ impl RouteTable {
         out: &mut Vec<(Version, Option<usize>)>,
     ) -> Result<()> {
         out.clear();
-        let plain = need.is_none_or(|n| {
-            n.table == self.id
-                && self
-                    .needs
-                    .get(n.index as usize)
-                    .is_some_and(|p| p.old.is_empty())
-        });
+        let wide = self
+            .versions()
+            .iter()
+            .any(|&v| self.ring(v).compat().is_envoy());
+        let plain = !wide
+            && need.is_none_or(|n| {
+                n.table == self.id
+                    && self
+                        .needs
+                        .get(n.index as usize)
+                        .is_some_and(|p| p.old.is_empty())
+            });
         if !plain {
             for k in keys {
                 let mut r = self.route(k.as_ref(), need, scope)?;

@@ -3,6 +3,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::envoy::{Maglev, RingHash, RingHashFunction};
 use crate::haproxy::HaproxyHash;
 use crate::KeyHash;
 
@@ -26,6 +27,13 @@ use crate::KeyHash;
 /// | `Libmemcached` | MD5 | `host` (port 11211) or `host:port`, `-I` | first server in configuration order | MD5 x8 lanes, radix sort |
 /// | `Twemproxy(h)` | `h` ([`KeyHash`]) | as libmemcached, or the server's `name=` | first server in name order | MD5 x8 lanes, radix sort |
 /// | `Haproxy(h)` | `h` ([`HaproxyHash`]) | none: `full_hash(id x 4096 + j)`, 16 a weight unit | none (a bijection) | radix sort |
+/// | `EnvoyRingHash(r)` | XXH64 (or MurmurHash2), 64 bits | `SERVER_I`, the ring's size from `r` and the weights | first node in configuration order | comparison sort |
+/// | `Maglev(m)` | XXH64, 64 bits, modulo the table size | none: a table of `m.table_size` slots | none | none |
+///
+/// The last two come from Envoy and gRPC ([`crate::envoy`]): their hashes
+/// are 64-bit, and every key-based lookup uses all 64 bits. A 32-bit hash
+/// stands for them where one is asked for ([`Scheme::hash_key`]): the top
+/// 32 bits under `EnvoyRingHash`, the slot's ring hash under `Maglev`.
 ///
 /// `Haproxy` differs in its lookup: a key goes to the **nearer** of the
 /// points before and after its hash (the point before on a tie), and a
@@ -59,12 +67,18 @@ pub enum Scheme {
     /// modifier ([`HaproxyHash::default`]: sdbm with avalanche, what a bare
     /// `hash-type consistent` means).
     Haproxy(HaproxyHash),
+    /// Envoy's `ring_hash` and gRPC's ring hash (C core, Go, Java), with
+    /// the ring's sizes and hash function ([`RingHash::GRPC`] for gRPC's
+    /// defaults).
+    EnvoyRingHash(RingHash),
+    /// Envoy's `maglev`, with its table size.
+    Maglev(Maglev),
 }
 
 impl Scheme {
     /// Every scheme, in the order tools list them (twemproxy with its
     /// default key hash, `fnv1a_64`; HAProxy with sdbm and avalanche).
-    pub const ALL: [Scheme; 6] = [
+    pub const ALL: [Scheme; 8] = [
         Scheme::Nginx,
         Scheme::PingoraV1,
         Scheme::PingoraV2,
@@ -74,6 +88,12 @@ impl Scheme {
             function: crate::haproxy::HaproxyFunction::Sdbm,
             avalanche: true,
         }),
+        Scheme::EnvoyRingHash(RingHash {
+            min_ring_size: 1024,
+            max_ring_size: 8 * 1024 * 1024,
+            function: RingHashFunction::XxHash,
+        }),
+        Scheme::Maglev(Maglev { table_size: 65537 }),
     ];
 
     /// The most nodes a ring of this scheme may have (pingora keeps a u16
@@ -106,12 +126,20 @@ impl Scheme {
         matches!(self, Scheme::Libmemcached | Scheme::Twemproxy(_))
     }
 
+    /// Whether the scheme comes from Envoy or gRPC (64-bit hashes, the
+    /// ring's or table's size from its own settings, not a point multiple).
+    pub fn is_envoy(self) -> bool {
+        matches!(self, Scheme::EnvoyRingHash(_) | Scheme::Maglev(_))
+    }
+
     /// The point multiple the scheme requires, if it fixes one (the
     /// memcached schemes: 160 per server on average; HAProxy: 16 per
-    /// weight unit).
+    /// weight unit; Envoy's and gRPC's size their rings otherwise, and take
+    /// only the default, 160, which they ignore).
     pub fn fixed_point_multiple(self) -> Option<u32> {
         match self {
             Scheme::Haproxy(_) => Some(crate::haproxy::POINTS_PER_WEIGHT),
+            Scheme::EnvoyRingHash(_) | Scheme::Maglev(_) => Some(crate::DEFAULT_POINT_MULTIPLE),
             s => s
                 .is_memcached()
                 .then_some(crate::continuum::POINTS_PER_SERVER),
@@ -125,6 +153,7 @@ impl Scheme {
             Scheme::Nginx | Scheme::PingoraV2 | Scheme::Haproxy(_) => None,
             Scheme::PingoraV1 => Some("pingora-v1's ties depend on std's unstable sort, so no subset ring can match it"),
             Scheme::Libmemcached | Scheme::Twemproxy(_) => Some("a dedicated ring of a subset gives every server a different point count, so no walk of the shared ring can match it"),
+            Scheme::EnvoyRingHash(_) | Scheme::Maglev(_) => Some("Envoy's subset load balancer builds each subset its own ring or table, sized and weighted anew, so no walk of the shared one can match it"),
         }
     }
 
@@ -140,13 +169,17 @@ impl Scheme {
             Scheme::Twemproxy(h) => Inner::Key(h),
             Scheme::Haproxy(h) if h == CRC32_PLAIN => Inner::Key(KeyHash::Crc32a),
             Scheme::Haproxy(h) => Inner::Haproxy(h),
+            Scheme::EnvoyRingHash(r) => Inner::Wide(r.function),
+            Scheme::Maglev(m) => Inner::Maglev(m),
         })
     }
 
     /// The hash this scheme gives a lookup key: CRC-32 of its bytes, as
     /// nginx's `ngx_crc32_long` and pingora-ketama compute it, or the
-    /// memcached scheme's key hash. Cost: one pass over the key (SIMD on
-    /// long keys for CRC-32).
+    /// memcached scheme's key hash, or HAProxy's; under Envoy's and gRPC's
+    /// schemes, whose hashes are 64-bit, the 32 bits that stand for it (see
+    /// [`Scheme`]): key-based lookups use [`hash_key64`](Self::hash_key64).
+    /// Cost: one pass over the key (SIMD on long keys for CRC-32).
     #[inline]
     pub fn hash_key(self, key: &[u8]) -> u32 {
         match self {
@@ -154,6 +187,56 @@ impl Scheme {
             Scheme::Libmemcached => KeyHash::Md5.hash(key),
             Scheme::Twemproxy(h) => h.hash(key),
             Scheme::Haproxy(h) => h.hash(key),
+            Scheme::EnvoyRingHash(r) => (r.function.hash(key) >> 32) as u32,
+            Scheme::Maglev(m) => m.slot_hash(m.slot(crate::envoy::xxh64(key, 0), 0)),
+        }
+    }
+
+    /// The 64-bit hash Envoy and gRPC give a key (XXH64 with seed 0, or
+    /// MurmurHash2 where the ring says so); `None` under the 32-bit
+    /// schemes. Cost: one pass over the key.
+    #[inline]
+    pub fn hash_key64(self, key: &[u8]) -> Option<u64> {
+        match self {
+            Scheme::EnvoyRingHash(r) => Some(r.function.hash(key)),
+            Scheme::Maglev(_) => Some(crate::envoy::xxh64(key, 0)),
+            _ => None,
+        }
+    }
+
+    /// A key's hashes: the 32-bit one and, under the 64-bit schemes, the
+    /// full one.
+    #[inline]
+    pub(crate) fn probe(self, key: &[u8]) -> Probe {
+        match self {
+            Scheme::EnvoyRingHash(r) => {
+                let wide = r.function.hash(key);
+                Probe {
+                    hash: (wide >> 32) as u32,
+                    wide,
+                }
+            }
+            Scheme::Maglev(m) => {
+                let wide = crate::envoy::xxh64(key, 0);
+                Probe {
+                    hash: m.slot_hash(m.slot(wide, 0)),
+                    wide,
+                }
+            }
+            s => Probe {
+                hash: s.hash_key(key),
+                wide: 0,
+            },
+        }
+    }
+
+    /// What is wrong with the scheme's own settings, if anything (a ring
+    /// size or table size its peer refuses).
+    pub fn settings_problem(self) -> Option<String> {
+        match self {
+            Scheme::EnvoyRingHash(r) => r.problem(),
+            Scheme::Maglev(m) => m.problem(),
+            _ => None,
         }
     }
 
@@ -169,6 +252,28 @@ impl Scheme {
             Scheme::Libmemcached => "libmemcached",
             Scheme::Twemproxy(_) => "twemproxy",
             Scheme::Haproxy(_) => "haproxy",
+            Scheme::EnvoyRingHash(_) => "envoy-ring-hash",
+            Scheme::Maglev(_) => "maglev",
+        }
+    }
+}
+
+/// A key's hashes under a scheme ([`Scheme::probe`]): `hash` is the 32-bit
+/// one every layout searches; `wide` the 64-bit one of Envoy's and gRPC's
+/// schemes (0 under the others).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Probe {
+    pub(crate) hash: u32,
+    pub(crate) wide: u64,
+}
+
+impl Probe {
+    /// A probe of a bare 32-bit hash: under `EnvoyRingHash`, the 64-bit
+    /// hash `hash << 32`.
+    pub(crate) fn of_hash(hash: u32) -> Probe {
+        Probe {
+            hash,
+            wide: u64::from(hash) << 32,
         }
     }
 }
@@ -188,6 +293,10 @@ pub struct KeyFn(Inner);
 enum Inner {
     Key(KeyHash),
     Haproxy(HaproxyHash),
+    /// The top 32 bits of a 64-bit ring hash.
+    Wide(RingHashFunction),
+    /// XXH64 modulo a Maglev table, as the slot's ring hash.
+    Maglev(Maglev),
 }
 
 impl KeyFn {
@@ -207,6 +316,9 @@ impl KeyFn {
         match self.0 {
             Inner::Key(k) => k.name(),
             Inner::Haproxy(h) => NAMES[h.function as usize * 2 + h.avalanche as usize],
+            Inner::Wide(RingHashFunction::XxHash) => "xxh64",
+            Inner::Wide(RingHashFunction::Murmur2) => "murmur2_64",
+            Inner::Maglev(_) => "xxh64:maglev-slot",
         }
     }
 
@@ -217,6 +329,7 @@ impl KeyFn {
         match self.0 {
             Inner::Key(k) => k.is_uniform(),
             Inner::Haproxy(h) => h.is_uniform(),
+            Inner::Wide(_) | Inner::Maglev(_) => true,
         }
     }
 
@@ -225,6 +338,8 @@ impl KeyFn {
         match self.0 {
             Inner::Key(k) => k.hash(key),
             Inner::Haproxy(h) => h.hash(key),
+            Inner::Wide(f) => (f.hash(key) >> 32) as u32,
+            Inner::Maglev(m) => m.slot_hash(m.slot(crate::envoy::xxh64(key, 0), 0)),
         }
     }
 }
@@ -242,6 +357,10 @@ impl fmt::Display for Scheme {
         match self {
             Scheme::Twemproxy(h) => write!(f, "twemproxy:{h}"),
             Scheme::Haproxy(h) if *h != HaproxyHash::default() => write!(f, "haproxy:{h}"),
+            Scheme::EnvoyRingHash(r) if *r != RingHash::default() => {
+                write!(f, "envoy-ring-hash:{r}")
+            }
+            Scheme::Maglev(m) if *m != Maglev::default() => write!(f, "maglev:{}", m.table_size),
             c => f.write_str(c.name()),
         }
     }
@@ -249,16 +368,47 @@ impl fmt::Display for Scheme {
 
 /// The error for an unknown scheme name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown compat {0:?}: expected one of nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (or twemproxy:HASH, HASH one of twemproxy's key hashes, e.g. twemproxy:md5), haproxy (or haproxy:FUNCTION[+avalanche], FUNCTION one of sdbm, djb2, wt6, crc32, e.g. haproxy:djb2+avalanche)")]
+#[error("unknown compat {0:?}: expected one of nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (or twemproxy:HASH, HASH one of twemproxy's key hashes, e.g. twemproxy:md5), haproxy (or haproxy:FUNCTION[+avalanche], FUNCTION one of sdbm, djb2, wt6, crc32, e.g. haproxy:djb2+avalanche), envoy-ring-hash (or envoy-ring-hash:OPTIONS, comma-separated min=N, max=N, cap=N, grpc, xxhash, murmur2, with min <= max <= 8388608, e.g. envoy-ring-hash:grpc), maglev (or maglev:PRIME, a prime table size up to 5000011, e.g. maglev:65537)")]
 pub struct UnknownScheme(pub String);
 
 /// Reads `nginx`, `pingora-v1`, `pingora-v2`, `libmemcached`, `twemproxy`
 /// (key hash `fnv1a_64`, twemproxy's default), `twemproxy:HASH`,
-/// `haproxy` (sdbm with avalanche, a bare `hash-type consistent`) or
-/// `haproxy:FUNCTION[+avalanche]`.
+/// `haproxy` (sdbm with avalanche, a bare `hash-type consistent`),
+/// `haproxy:FUNCTION[+avalanche]`, `envoy-ring-hash[:OPTIONS]` (Envoy's
+/// defaults; options as [`crate::envoy::parse_options`] reads them, e.g.
+/// `envoy-ring-hash:grpc`) or `maglev[:PRIME]` (65,537 slots by default).
+/// `_` may stand for `-` (`envoy_ring_hash`, as Envoy spells it).
 impl FromStr for Scheme {
     type Err = UnknownScheme;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let bad = || UnknownScheme(s.to_string());
+        let (family, opts) = match s.split_once(':') {
+            Some((f, o)) => (f, Some(o)),
+            None => (s, None),
+        };
+        let family_is = |name: &str| family.replace('_', "-").eq_ignore_ascii_case(name);
+        if family_is("envoy-ring-hash") {
+            let r = match opts {
+                Some(o) => crate::envoy::parse_options(o).ok_or_else(bad)?,
+                None => RingHash::default(),
+            };
+            return match r.problem() {
+                None => Ok(Scheme::EnvoyRingHash(r)),
+                Some(_) => Err(bad()),
+            };
+        }
+        if family_is("maglev") {
+            let m = match opts {
+                Some(o) => Maglev {
+                    table_size: o.trim().parse().map_err(|_| bad())?,
+                },
+                None => Maglev::default(),
+            };
+            return match m.problem() {
+                None => Ok(Scheme::Maglev(m)),
+                Some(_) => Err(bad()),
+            };
+        }
         if let Some((family, hash)) = s.split_once(':') {
             if family.eq_ignore_ascii_case("twemproxy") {
                 return hash

@@ -71,6 +71,7 @@ use std::sync::{Arc, Mutex};
 use crate::error::{Error, Result};
 use crate::ring::{FailoverCursor, NodeSet};
 pub use crate::ring::{LABEL_INDEX_MAX_LABELS, MAX_LABELS};
+use crate::scheme::Probe;
 use crate::{Layout, Node, Ring, RingBuilder};
 
 /// Requirements whose eligible nodes hold less than this share of the
@@ -220,33 +221,49 @@ impl Requirement {
 
     /// The eligible node for a key; `None` when no eligible node can serve.
     pub fn node(&self, key: &[u8]) -> Option<&Node> {
-        self.node_index_for_hash(self.ring.hash_key(key))
+        self.node_index_for_probe(self.ring.compat().probe(key))
             .map(|i| &self.ring.nodes()[i])
     }
 
-    /// The index (into the ring's nodes) of the eligible node for a hash.
+    /// The index (into the ring's nodes) of the eligible node for a hash
+    /// (what a 32-bit hash means under Envoy's schemes:
+    /// [`Ring::node_index_for_hash`]).
     pub fn node_index_for_hash(&self, hash: u32) -> Option<usize> {
+        self.node_index_for_probe(Probe::of_hash(hash))
+    }
+
+    fn node_index_for_probe(&self, p: Probe) -> Option<usize> {
         if self.mask == 0 {
-            return self.ring.node_index_for_hash(hash);
+            return self.ring.node_index_for_probe(p);
         }
         if let Some((ring, map)) = &self.dedicated {
-            return ring.node_index_for_hash(hash).map(|i| map[i] as usize);
+            return ring.node_index_for_probe(p).map(|i| map[i] as usize);
         }
         self.ring
-            .first_required(hash, &self.eligible, self.mask, self.serving)
+            .first_required(p, &self.eligible, self.mask, self.serving)
     }
 
     /// A detached failover walk over the eligible nodes from a hash's
     /// point: the order a dedicated ring of the eligible nodes would give.
     /// Advance it with [`advance`](Self::advance).
     pub fn cursor(&self, hash: u32) -> FailoverCursor {
+        self.cursor_for_probe(Probe::of_hash(hash))
+    }
+
+    /// [`cursor`](Self::cursor) from a key's point (under Envoy's schemes,
+    /// its 64-bit hash's).
+    pub fn cursor_for_key(&self, key: &[u8]) -> FailoverCursor {
+        self.cursor_for_probe(self.ring.compat().probe(key))
+    }
+
+    pub(crate) fn cursor_for_probe(&self, p: Probe) -> FailoverCursor {
         if self.mask == 0 {
-            return self.ring.failover_cursor(hash);
+            return self.ring.cursor_for_probe(p, self.ring.live());
         }
         if let Some((ring, _)) = &self.dedicated {
-            return ring.failover_cursor(hash);
+            return ring.cursor_for_probe(p, ring.live());
         }
-        self.ring.cursor_required(hash, self.serving)
+        self.ring.cursor_required(p, self.serving)
     }
 
     /// The next distinct eligible serving node (its index into the ring's

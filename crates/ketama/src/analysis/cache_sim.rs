@@ -386,7 +386,7 @@ impl<'r> Simulation<'r> {
         } else {
             (self.old, &self.old_ix)
         };
-        r.node_index_for_hash(r.hash_key(key)).map(|i| ix[i])
+        r.node_index(key).map(|i| ix[i])
     }
 
     /// Serves one request. Cost: one FNV-1a of the key, one or two ring

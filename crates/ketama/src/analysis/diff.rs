@@ -186,8 +186,8 @@ pub fn diff_sampled<K: AsRef<[u8]>>(
     let (mut n, mut moved) = (0u64, 0u64);
     for k in keys {
         let k = k.as_ref();
-        let a = from.node_index_for_hash(from.hash_key(k));
-        let b = to.node_index_for_hash(to.hash_key(k)).map(|j| to_ids[j]);
+        let a = from.node_index(k);
+        let b = to.node_index(k).map(|j| to_ids[j]);
         n += 1;
         if a != b {
             moved += 1;

@@ -179,6 +179,7 @@ impl RingBuilder {
             collisions,
             labels,
             label_index,
+            lows: Box::new([]),
         }
     }
 
@@ -192,6 +193,9 @@ impl RingBuilder {
         let addrs = self.validate(&nodes)?;
         if s.compat.is_memcached() {
             return self.build_continuum(nodes);
+        }
+        if s.compat.is_envoy() {
+            return self.build_envoy(nodes);
         }
         if let Scheme::Haproxy(_) = s.compat {
             return self.build_haproxy(nodes);
@@ -255,6 +259,45 @@ impl RingBuilder {
         Ok(self.assemble(nodes, points, total, collisions, labels, None))
     }
 
+    /// Envoy's and gRPC's build ([`crate::envoy`]): a `ring_hash` ring's
+    /// 64-bit entries split into top bits in the layout and low bits
+    /// beside it, or a Maglev table as a ring of one point per slot. Each
+    /// node hashes its server string.
+    fn build_envoy(&self, nodes: Vec<Node>) -> Result<Ring> {
+        let labels = Labels::new(&nodes)?;
+        let keys: Vec<&[u8]> = nodes.iter().map(|n| n.server().as_bytes()).collect();
+        let weights: Vec<u32> = nodes.iter().map(|n| n.weight()).collect();
+        match self.settings.compat {
+            Scheme::EnvoyRingHash(r) => {
+                let counts = r.entry_counts(&weights);
+                let entries = r.entries(&keys, &counts);
+                let total = entries.len() as u64;
+                let sorted = entries
+                    .iter()
+                    .map(|&(h, n)| sort::pack((h >> 32) as u32, n))
+                    .collect();
+                let lows = entries.iter().map(|&(h, _)| h as u32).collect();
+                drop(keys);
+                let mut ring =
+                    self.assemble(nodes, sorted, total, Collisions::default(), labels, None);
+                ring.lows = lows;
+                Ok(ring)
+            }
+            Scheme::Maglev(m) => {
+                let table = crate::envoy::maglev_table(&m, &keys, &weights);
+                let sorted = table
+                    .iter()
+                    .enumerate()
+                    .map(|(s, &n)| sort::pack(m.slot_hash(s as u64), n))
+                    .collect();
+                drop(keys);
+                let total = table.len() as u64;
+                Ok(self.assemble(nodes, sorted, total, Collisions::default(), labels, None))
+            }
+            _ => unreachable!("build_envoy is called for Envoy's schemes only"),
+        }
+    }
+
     /// The point chains of the nodes `include` accepts, tagged with their
     /// rank in `order`.
     pub(super) fn jobs(
@@ -287,9 +330,23 @@ impl RingBuilder {
     /// memcached schemes' share of `160 x N` ([`crate::continuum`]).
     /// `O(N)`, never fails: a caller can see a configuration's points
     /// before building it.
+    /// Under Maglev, the slots each node's table gives it (`O(M)`: the
+    /// table is built).
     pub fn node_points(&self, nodes: &[Node]) -> Vec<u64> {
+        let weights = || nodes.iter().map(|n| n.weight()).collect::<Vec<u32>>();
         if self.settings.compat.is_memcached() {
             continuum::point_counts(nodes)
+        } else if let Scheme::EnvoyRingHash(r) = self.settings.compat {
+            r.entry_counts(&weights())
+        } else if let Scheme::Maglev(m) = self.settings.compat {
+            let keys: Vec<&[u8]> = nodes.iter().map(|n| n.server().as_bytes()).collect();
+            let mut counts = vec![0u64; nodes.len()];
+            if m.problem().is_none() {
+                for n in crate::envoy::maglev_table(&m, &keys, &weights()) {
+                    counts[n as usize] += 1;
+                }
+            }
+            counts
         } else {
             let m = self.settings.point_multiple as u64;
             nodes.iter().map(|n| n.weight() as u64 * m).collect()
@@ -302,6 +359,12 @@ impl RingBuilder {
         let s = self.settings;
         if s.point_multiple == 0 {
             return Err(Error::ZeroPointMultiple);
+        }
+        if let Some(reason) = s.compat.settings_problem() {
+            return Err(Error::SchemeSettings {
+                compat: s.compat,
+                reason,
+            });
         }
         if let Some(m) = s.compat.fixed_point_multiple() {
             if s.point_multiple != m {

@@ -3,6 +3,8 @@
 
 use super::Ring;
 use crate::node::Node;
+use crate::scheme::Probe;
+use crate::Scheme;
 
 impl Ring {
     /// The hash this ring's scheme gives a key (CRC-32 of its bytes for the
@@ -22,7 +24,15 @@ impl Ring {
     /// in `Compact`).
     #[inline]
     pub fn node(&self, key: &[u8]) -> Option<&Node> {
-        self.node_for_hash(self.hash_key(key))
+        self.node_index(key).map(|i| &self.nodes()[i])
+    }
+
+    /// The index (into [`nodes`](Self::nodes)) of the node for a key, as
+    /// [`node`](Self::node) answers: under Envoy's and gRPC's schemes, by
+    /// the key's full 64-bit hash.
+    #[inline]
+    pub fn node_index(&self, key: &[u8]) -> Option<usize> {
+        self.node_index_for_probe(self.compat().probe(key))
     }
 
     /// The node for a precomputed key hash.
@@ -32,20 +42,92 @@ impl Ring {
     }
 
     /// The index (into [`nodes`](Self::nodes)) of the node for a hash.
+    /// Under [`Scheme::EnvoyRingHash`] a 32-bit `hash` stands for the
+    /// 64-bit hash `hash << 32`; under [`Scheme::Maglev`] for its slot (a
+    /// failover from it retries as from the 64-bit hash `hash << 32`).
     #[inline]
     pub fn node_index_for_hash(&self, hash: u32) -> Option<usize> {
+        self.node_index_for_probe(Probe::of_hash(hash))
+    }
+
+    /// The node of a 64-bit hash under Envoy's and gRPC's schemes, as their
+    /// `chooseHost(hash)` picks it (skipping `down` nodes as a failover
+    /// would).
+    ///
+    /// # Errors
+    /// [`Error::NarrowScheme`](crate::Error::NarrowScheme) under the
+    /// 32-bit schemes, whose keys have no 64-bit hash.
+    pub fn node_index_for_hash64(&self, hash: u64) -> crate::Result<Option<usize>> {
+        Ok(self.node_index_for_probe(self.probe64(hash)?))
+    }
+
+    /// A failover walk from a 64-bit hash under Envoy's and gRPC's schemes:
+    /// the order their retries (with a predicate refusing hosts already
+    /// tried) walk.
+    ///
+    /// # Errors
+    /// As [`node_index_for_hash64`](Self::node_index_for_hash64).
+    pub fn failover_cursor64(&self, hash: u64) -> crate::Result<FailoverCursor> {
+        Ok(self.cursor_for_probe(self.probe64(hash)?, self.live()))
+    }
+
+    fn probe64(&self, wide: u64) -> crate::Result<Probe> {
+        match self.compat() {
+            Scheme::EnvoyRingHash(_) => Ok(Probe {
+                hash: (wide >> 32) as u32,
+                wide,
+            }),
+            Scheme::Maglev(m) => Ok(Probe {
+                hash: m.slot_hash(m.slot(wide, 0)),
+                wide,
+            }),
+            compat => Err(crate::Error::NarrowScheme { compat }),
+        }
+    }
+
+    /// The point a probe lands on: the first at or after its hash,
+    /// wrapping; under `EnvoyRingHash` the first whose 64-bit hash (top
+    /// bits in the layout, low bits in `lows`) is at or after the probe's.
+    /// The ring must not be empty.
+    #[inline]
+    pub(crate) fn position(&self, p: Probe) -> usize {
+        let pos = self.points.search(p.hash);
+        if self.lows.is_empty() {
+            return pos;
+        }
+        self.refine(pos, p)
+    }
+
+    /// Past the points whose top bits equal the probe's and whose low bits
+    /// are below its: rare (the key's top 32 bits equal a point's).
+    #[inline]
+    fn refine(&self, mut pos: usize, p: Probe) -> usize {
+        let low = p.wide as u32;
+        let len = self.points.len();
+        for _ in 0..len {
+            if self.points.hash(pos) != p.hash || self.lows[pos] >= low {
+                break;
+            }
+            pos = if pos + 1 == len { 0 } else { pos + 1 };
+        }
+        pos
+    }
+
+    /// [`node_index_for_hash`](Self::node_index_for_hash) of a probe.
+    #[inline]
+    pub(crate) fn node_index_for_probe(&self, p: Probe) -> Option<usize> {
         if self.points.len() == 0 {
             return None;
         }
         if self.nearer() {
-            return self.nearer_index(hash);
+            return self.nearer_index(p.hash);
         }
-        let pos = self.points.search(hash);
+        let pos = self.position(p);
         let n = self.points.node(pos);
         if !self.is_down(n) {
             return Some(n);
         }
-        let mut c = self.cursor_at(pos, self.live());
+        let mut c = self.cursor_from(pos, p, self.live());
         self.step(&mut c)
     }
 
@@ -60,9 +142,10 @@ impl Ring {
             out.resize(hashes.len(), None);
             return;
         }
-        if self.nearer() {
-            // The point before the found one decides too: one at a time.
-            out.extend(hashes.iter().map(|&h| self.nearer_index(h)));
+        if self.nearer() || self.compat().is_envoy() {
+            // The point before the found one decides too (HAProxy), or the
+            // low bits and retries (Envoy's): one at a time.
+            out.extend(hashes.iter().map(|&h| self.node_index_for_hash(h)));
             return;
         }
         let mut pos = [0usize; crate::layout::GROUP];
@@ -84,6 +167,9 @@ impl Ring {
     /// The node for each key, looked up as a batch (see
     /// [`node_indices_for_hashes`](Self::node_indices_for_hashes)).
     pub fn nodes_for_keys<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Option<&Node>> {
+        if self.compat().is_envoy() {
+            return keys.iter().map(|k| self.node(k.as_ref())).collect();
+        }
         let hashes: Vec<u32> = keys.iter().map(|k| self.hash_key(k.as_ref())).collect();
         let mut idx = Vec::with_capacity(keys.len());
         self.node_indices_for_hashes(&hashes, &mut idx);
@@ -101,7 +187,10 @@ impl Ring {
     /// tie): each node is where HAProxy sends the key once all before it
     /// are down.
     pub fn failover(&self, key: &[u8]) -> Failover<'_> {
-        self.failover_for_hash(self.hash_key(key))
+        Failover {
+            ring: self,
+            cursor: self.cursor_for_probe(self.compat().probe(key), self.live()),
+        }
     }
 
     /// [`failover`](Self::failover) for a precomputed hash.
@@ -117,17 +206,37 @@ impl Ring {
         self.failover(key).take(n).collect()
     }
 
-    /// A detached failover walk from a hash's point; see [`FailoverCursor`].
+    /// A detached failover walk from a hash's point; see [`FailoverCursor`]
+    /// (and [`node_index_for_hash`](Self::node_index_for_hash) for what a
+    /// 32-bit hash means under Envoy's schemes).
     pub fn failover_cursor(&self, hash: u32) -> FailoverCursor {
-        if self.nearer() && self.points.len() > 0 {
-            return self.cursor_near(hash, self.live());
+        self.cursor_for_probe(Probe::of_hash(hash), self.live())
+    }
+
+    /// A detached failover walk from a key's point.
+    pub fn failover_cursor_for_key(&self, key: &[u8]) -> FailoverCursor {
+        self.cursor_for_probe(self.compat().probe(key), self.live())
+    }
+
+    /// A walk from a probe's point that stops after `limit` distinct nodes.
+    pub(crate) fn cursor_for_probe(&self, p: Probe, limit: usize) -> FailoverCursor {
+        if self.points.len() == 0 {
+            return self.cursor_at(0, limit);
         }
-        let pos = if self.points.len() == 0 {
-            0
-        } else {
-            self.points.search(hash)
-        };
-        self.cursor_at(pos, self.live())
+        if self.nearer() {
+            return self.cursor_near(p.hash, limit);
+        }
+        self.cursor_from(self.position(p), p, limit)
+    }
+
+    /// A walk from point `pos`, the probe's; under Maglev it carries the
+    /// probe's 64-bit hash for the retry slots.
+    fn cursor_from(&self, pos: usize, p: Probe, limit: usize) -> FailoverCursor {
+        let mut c = self.cursor_at(pos, limit);
+        if let Scheme::Maglev(_) = self.compat() {
+            c.near = [(p.wide >> 32) as u32, p.wide as u32];
+        }
+        c
     }
 
     /// A walk from point `pos` that stops after `limit` distinct nodes.
@@ -166,7 +275,38 @@ impl Ring {
         if self.nearer() {
             return self.advance_near(c, |_, owner| Some(owner));
         }
+        if let Scheme::Maglev(m) = self.compat() {
+            return self.advance_maglev(c, m, |_, owner| Some(owner));
+        }
         self.advance_with(c, |_, _| Some(0), |_, owner| Some(owner))
+    }
+
+    /// Maglev's walk: Envoy's retry slots, attempt after attempt (the
+    /// count in `back`, the key's 64-bit hash in `near`), each node once;
+    /// after [`MAGLEV_ATTEMPTS`] attempts a node, the table in slot order
+    /// from the key's slot, so that the walk still ends with every node.
+    pub(super) fn advance_maglev(
+        &self,
+        c: &mut FailoverCursor,
+        m: crate::envoy::Maglev,
+        winner: impl Fn(usize, usize) -> Option<usize>,
+    ) -> Option<usize> {
+        let wide = (u64::from(c.near[0]) << 32) | u64::from(c.near[1]);
+        let budget = MAGLEV_ATTEMPTS * (self.live() + 1);
+        while c.stale == 0 && c.yielded < c.limit {
+            if c.back >= budget {
+                c.stale = 1;
+                c.pos = m.slot(wide, 0) as usize;
+                c.steps_left = self.points.len();
+                break;
+            }
+            let pos = m.slot(wide, c.back as u64) as usize;
+            c.back += 1;
+            if let Some(n) = self.visit(c, pos, &winner) {
+                return Some(n);
+            }
+        }
+        self.advance_with(c, |_, _| Some(0), winner)
     }
 
     /// The walk: `skip(pos, max)` says how many points from `pos` on can be
@@ -218,6 +358,10 @@ impl Ring {
     }
 }
 
+/// Retry attempts a Maglev walk makes per serving node before it walks the
+/// table in order: Envoy's retries find the first few nodes long before.
+const MAGLEV_ATTEMPTS: usize = 16;
+
 /// Iterator over distinct serving nodes in ring order; see
 /// [`Ring::failover`]. Cost per node: the points walked to reach it; no
 /// allocation for the first 16 nodes, then a bitset of one bit per node.
@@ -268,12 +412,15 @@ pub struct FailoverCursor {
     ring: u64,
     /// The next point forward.
     pub(super) pos: usize,
-    /// The next point backward (walks by distance, HAProxy's).
+    /// The next point backward (walks by distance, HAProxy's); Maglev's
+    /// next retry attempt.
     pub(super) back: usize,
     /// The key's hash (walks by distance).
     pub(super) hash: u32,
     /// The hashes of points `pos` and `back` (walks by distance), and
-    /// which of them (bit 0, bit 1) must be read again.
+    /// which of them (bit 0, bit 1) must be read again; Maglev's 64-bit
+    /// key hash, top and low halves, and (`stale` 1) whether its walk has
+    /// passed to slot order.
     pub(super) near: [u32; 2],
     pub(super) stale: u8,
     pub(super) steps_left: usize,

@@ -61,6 +61,9 @@ pub struct Ring {
     /// the ring has no labels, more than [`LABEL_INDEX_MAX_LABELS`], a
     /// scheme without requirements, or the builder turned it off.
     pub(crate) label_index: LabelIndex,
+    /// Under [`Scheme::EnvoyRingHash`], each point's low 32 bits (the
+    /// layout holds the top 32); empty under every other scheme.
+    pub(crate) lows: Box<[u32]>,
 }
 
 /// Ids that bind failover cursors to the ring that made them.

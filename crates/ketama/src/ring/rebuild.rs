@@ -43,6 +43,7 @@ impl RingBuilder {
         if old.settings() != s
             || s.compat == Scheme::PingoraV1
             || s.compat.is_memcached()
+            || s.compat.is_envoy()
             || s.compat.nearer()
         {
             return self.build(nodes);

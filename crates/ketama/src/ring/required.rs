@@ -6,6 +6,8 @@
 use super::labels::NodeSet;
 use super::lookup::FailoverCursor;
 use super::Ring;
+use crate::scheme::Probe;
+use crate::Scheme;
 
 impl Ring {
     /// The eligible serving node for `hash` under a requirement (`mask`,
@@ -16,7 +18,7 @@ impl Ring {
     /// collided point's owner comes first in tie order).
     pub(crate) fn first_required(
         &self,
-        hash: u32,
+        p: Probe,
         eligible: &NodeSet,
         mask: u64,
         serving: usize,
@@ -25,11 +27,11 @@ impl Ring {
         if len == 0 || serving == 0 {
             return None;
         }
-        if self.nearer() {
-            let mut c = self.cursor_near(hash, serving);
+        if self.nearer() || self.compat().is_envoy() {
+            let mut c = self.cursor_for_probe(p, serving);
             return self.step_required(&mut c, eligible, mask);
         }
-        let mut pos = self.points.search(hash);
+        let mut pos = self.points.search(p.hash);
         if !self.label_index.is_empty() {
             let d = self.label_index.next(pos, len, mask, len)?;
             pos = if pos + d >= len {
@@ -46,18 +48,13 @@ impl Ring {
         self.step_required(&mut c, eligible, mask)
     }
 
-    /// A failover walk from `hash`'s point that yields at most `serving`
+    /// A failover walk from a probe's point that yields at most `serving`
     /// nodes (an empty walk when none serves).
-    pub(crate) fn cursor_required(&self, hash: u32, serving: usize) -> FailoverCursor {
-        let (pos, limit) = if self.points.len() == 0 || serving == 0 {
-            (0, 0)
-        } else {
-            (self.points.search(hash), serving)
-        };
-        if self.nearer() && limit > 0 {
-            return self.cursor_near(hash, limit);
+    pub(crate) fn cursor_required(&self, p: Probe, serving: usize) -> FailoverCursor {
+        if self.points.len() == 0 || serving == 0 {
+            return self.cursor_at(0, 0);
         }
-        self.cursor_at(pos, limit)
+        self.cursor_for_probe(p, serving)
     }
 
     /// [`advance`](Self::advance) under a label requirement (`mask`, its
@@ -98,6 +95,9 @@ impl Ring {
         };
         if self.nearer() {
             return self.advance_near(c, winner);
+        }
+        if let Scheme::Maglev(m) = self.compat() {
+            return self.advance_maglev(c, m, winner);
         }
         if self.label_index.is_empty() {
             return self.advance_with(c, |_, _| Some(0), winner);
