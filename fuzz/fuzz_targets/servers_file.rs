@@ -22,6 +22,19 @@ fuzz_target!(|data: &[u8]| {
             let all = ketama::haproxy::HaproxyHash::ALL;
             Scheme::Haproxy(all[data[1] as usize % all.len()])
         }
+        // Envoy's rings and tables small enough for fast inputs.
+        Scheme::EnvoyRingHash(_) => Scheme::EnvoyRingHash(ketama::envoy::RingHash {
+            min_ring_size: 1 + u64::from(data[1]) * 8,
+            max_ring_size: 4096,
+            function: if data[1] & 1 == 0 {
+                ketama::envoy::RingHashFunction::XxHash
+            } else {
+                ketama::envoy::RingHashFunction::Murmur2
+            },
+        }),
+        Scheme::Maglev(_) => Scheme::Maglev(ketama::envoy::Maglev {
+            table_size: [7, 17, 251, 1009, 4099][data[1] as usize % 5],
+        }),
         c => c,
     };
     // The memcached schemes take only their own multiple.

@@ -103,14 +103,24 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         )?;
     }
     writeln!(out)?;
-    writeln!(
-        out,
-        "scheme {}, point multiple {}: {} points generated, {} on the ring",
-        ring.compat(),
-        ring.point_multiple(),
-        a.generated_points,
-        a.points
-    )?;
+    if ring.compat().is_envoy() {
+        writeln!(
+            out,
+            "scheme {}: {} points generated, {} on the ring",
+            ring.compat(),
+            a.generated_points,
+            a.points
+        )?;
+    } else {
+        writeln!(
+            out,
+            "scheme {}, point multiple {}: {} points generated, {} on the ring",
+            ring.compat(),
+            ring.point_multiple(),
+            a.generated_points,
+            a.points
+        )?;
+    }
     if ring.compat().is_memcached() {
         writeln!(
             out,
@@ -125,7 +135,24 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
             "note: {hash} does not spread keys over all 2^32 hashes, so the shares above are the keyspace's, not your keys' (with twemproxy's crc32 every key hashes below 32768; HAProxy's sdbm, djb2 and wt6 without avalanche cluster similar keys)"
         )?;
     }
-    writeln!(out, "predicted CV  {:.6}", a.predicted_cv)?;
+    match ring.compat() {
+        ketama::Scheme::EnvoyRingHash(r) => writeln!(
+            out,
+            "entries per server: Envoy's and gRPC's ring of {} to {} entries, scaled so that the lightest server gets a whole number; raise min to balance it",
+            r.min_ring_size, r.max_ring_size
+        )?,
+        ketama::Scheme::Maglev(m) => writeln!(
+            out,
+            "slots per server: Maglev's table of {} slots, filled in turns by weight; its balance is the fill's, not a random ring's, so no CV is predicted",
+            m.table_size
+        )?,
+        _ => {}
+    }
+    if let ketama::Scheme::Maglev(_) = ring.compat() {
+        writeln!(out, "predicted CV  -")?;
+    } else {
+        writeln!(out, "predicted CV  {:.6}", a.predicted_cv)?;
+    }
     writeln!(out, "measured CV   {:.6}", a.measured_cv)?;
     writeln!(out, "max overload  {:.4}", a.max_overload)?;
     for (l, b) in &memory {

@@ -51,6 +51,13 @@ pub struct KetamaSelectionConfig {
     pub point_multiple: Option<u32>,
     /// The storage layout (routing is the same in all).
     pub layout: Layout,
+    /// Another scheme than pingora-ketama's: Envoy's and gRPC's
+    /// `ring_hash` ([`Scheme::EnvoyRingHash`]) or Envoy's Maglev, which
+    /// name hosts by their socket address as this selection does, so that a
+    /// Pingora proxy routes as an Envoy cluster or a gRPC client over the
+    /// same addresses. `None`: [`point_multiple`](Self::point_multiple)
+    /// picks pingora-ketama V1 or V2.
+    pub scheme: Option<Scheme>,
 }
 
 impl Default for KetamaSelectionConfig {
@@ -60,6 +67,7 @@ impl Default for KetamaSelectionConfig {
         KetamaSelectionConfig {
             point_multiple: None,
             layout: Layout::Compact,
+            scheme: None,
         }
     }
 }
@@ -96,9 +104,10 @@ impl BackendSelection for KetamaSelection {
                 Node::new(a.to_string(), b.weight.min(u32::MAX as usize) as u32)
             })
             .collect();
-        let (compat, multiple) = match config.point_multiple {
-            None => (Scheme::PingoraV1, ketama::DEFAULT_POINT_MULTIPLE),
-            Some(m) => (Scheme::PingoraV2, m),
+        let (compat, multiple) = match (config.scheme, config.point_multiple) {
+            (Some(s), _) => (s, ketama::DEFAULT_POINT_MULTIPLE),
+            (None, None) => (Scheme::PingoraV1, ketama::DEFAULT_POINT_MULTIPLE),
+            (None, Some(m)) => (Scheme::PingoraV2, m),
         };
         let builder = RingBuilder::new()
             .compat(compat)
@@ -125,7 +134,7 @@ impl BackendSelection for KetamaSelection {
 
     fn iter(self: &Arc<Self>, key: &[u8]) -> KetamaIter {
         KetamaIter {
-            cursor: self.ring.failover_cursor(self.ring.hash_key(key)),
+            cursor: self.ring.failover_cursor_for_key(key),
             sel: self.clone(),
         }
     }

@@ -55,6 +55,7 @@ fn selection_is_pingoras_ketama_hashing() {
                 &KetamaSelectionConfig {
                     point_multiple,
                     layout,
+                    scheme: None,
                 },
             ));
             let mut r = rand::rngs::StdRng::seed_from_u64(2);
@@ -111,5 +112,54 @@ fn drops_into_a_load_balancer() {
             theirs.select(key.as_bytes(), 256),
             "{key}"
         );
+    }
+}
+
+/// Under Envoy's schemes the selection is the ring of its backends in
+/// Pingora's order (by address), looked up by the key's 64-bit hash: an
+/// Envoy cluster's (Maglev sorts hosts itself) or a gRPC client's whose
+/// target lists the addresses in that order.
+#[test]
+fn selection_routes_as_envoys_schemes() {
+    let set = backends(3, 40);
+    for scheme in [
+        "envoy-ring-hash",
+        "envoy-ring-hash:grpc",
+        "maglev",
+        "maglev:1009",
+    ] {
+        let scheme: ketama::Scheme = scheme.parse().unwrap();
+        let nodes = set
+            .iter()
+            .map(|b| ketama::Node::new(b.addr.to_string(), b.weight as u32))
+            .collect();
+        let ring = ketama::RingBuilder::new()
+            .compat(scheme)
+            .build(nodes)
+            .unwrap();
+        let ours = Arc::new(KetamaSelection::build_with_config(
+            &set,
+            &KetamaSelectionConfig {
+                scheme: Some(scheme),
+                ..KetamaSelectionConfig::default()
+            },
+        ));
+        for i in 0..3000 {
+            let key = format!("/k/{i}");
+            let want: Vec<String> = ring
+                .failover(key.as_bytes())
+                .take(3)
+                .map(|n| n.server().to_string())
+                .collect();
+            let mut it = ours.iter(key.as_bytes());
+            let mut got = Vec::new();
+            while let Some(b) = it.next() {
+                got.push(b.addr.to_string());
+                if got.len() == 3 {
+                    break;
+                }
+            }
+            assert_eq!(got, want, "{scheme} {key}");
+        }
     }
 }

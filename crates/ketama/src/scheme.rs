@@ -126,6 +126,15 @@ impl Scheme {
         matches!(self, Scheme::Libmemcached | Scheme::Twemproxy(_))
     }
 
+    /// Whether every label requirement gets a ring of its own eligible
+    /// nodes (Envoy's and gRPC's schemes, whose subset load balancer builds
+    /// each subset its own ring or table, sized and weighted anew, so that
+    /// no walk of the shared one can match it) instead of a walk of the
+    /// shared ring.
+    pub fn dedicated_subsets(self) -> bool {
+        self.is_envoy()
+    }
+
     /// Whether the scheme comes from Envoy or gRPC (64-bit hashes, the
     /// ring's or table's size from its own settings, not a point multiple).
     pub fn is_envoy(self) -> bool {
@@ -153,7 +162,10 @@ impl Scheme {
             Scheme::Nginx | Scheme::PingoraV2 | Scheme::Haproxy(_) => None,
             Scheme::PingoraV1 => Some("pingora-v1's ties depend on std's unstable sort, so no subset ring can match it"),
             Scheme::Libmemcached | Scheme::Twemproxy(_) => Some("a dedicated ring of a subset gives every server a different point count, so no walk of the shared ring can match it"),
-            Scheme::EnvoyRingHash(_) | Scheme::Maglev(_) => Some("Envoy's subset load balancer builds each subset its own ring or table, sized and weighted anew, so no walk of the shared one can match it"),
+            // Envoy's subset load balancer builds each subset its own ring
+            // or table, sized and weighted anew: every requirement gets a
+            // dedicated one ([`Scheme::dedicated_subsets`]), which matches.
+            Scheme::EnvoyRingHash(_) | Scheme::Maglev(_) => None,
         }
     }
 

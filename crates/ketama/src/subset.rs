@@ -64,6 +64,12 @@
 //! time and at most `f` of the full ring's points; a [`RequirementCache`]
 //! bounds the total). The worst case for a walk is the longest run of
 //! ineligible points, which the index crosses 64 at a time.
+//!
+//! Under Envoy's and gRPC's schemes ([`crate::envoy`]) every requirement
+//! gets its dedicated ring, whatever its share or a cache's budget: their
+//! subset load balancer builds each subset its own ring or table, whose
+//! size and weights depend on the subset, so no walk of the shared ring
+//! gives its answers.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -170,7 +176,10 @@ impl Requirement {
         } else {
             DEDICATED_BELOW_INDEXED
         };
-        if allow_dedicated && mask != 0 && chosen > 0 && weight_share < below {
+        // Envoy's schemes cannot walk the shared ring: a subset is a ring
+        // of its own there, whatever the cache's budget.
+        let must = ring.compat().dedicated_subsets();
+        if (allow_dedicated || must) && mask != 0 && chosen > 0 && (weight_share < below || must) {
             let map: Vec<u32> = (0..nodes.len())
                 .filter(|&i| req.eligible.contains(i))
                 .map(|i| i as u32)

@@ -35,7 +35,8 @@ pub fn extend(crc: u32, bytes: &[u8]) -> u32 {
 #[error("ring invariant violated: {0}")]
 pub struct Violation(pub String);
 
-/// Checks a ring's invariants: hashes strictly increasing, random access
+/// Checks a ring's invariants: hashes strictly increasing (under
+/// `EnvoyRingHash` the 64-bit hashes, non-decreasing), random access
 /// agreeing with the sequential walk, every owner a known node of nonzero
 /// weight owning no more points than it generated, the live-node count
 /// right. `O(P)` (`O(P log B)` in `Compact`).

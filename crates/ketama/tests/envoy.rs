@@ -410,3 +410,114 @@ fn maglev_moves_about_one_nth_when_a_host_goes() {
         );
     }
 }
+
+/// A migration from nginx's ring to Envoy's (and on to Maglev): each key
+/// routes by its version's ring, with that ring's 64-bit lookup, and its
+/// counterpart is the other ring's answer.
+#[test]
+fn migrations_between_nginx_and_envoys_rings() {
+    use ketama::{Migration, Rollout, RouteTable, Version};
+    use std::sync::Arc;
+    let nodes = hosts(8000..8012, &[1, 2, 1, 1, 3, 1, 1, 1, 2, 1, 1, 1]);
+    for (from, to) in [
+        (Scheme::Nginx, rh(1024, 4096, RingHashFunction::XxHash)),
+        (
+            rh(1024, 4096, RingHashFunction::XxHash),
+            Scheme::Maglev(Maglev::default()),
+        ),
+    ] {
+        let old = Arc::new(ring(from, Layout::Compact, nodes.clone()));
+        let new = Arc::new(ring(to, Layout::Packed, nodes.clone()));
+        let table = RouteTable::migrating(Migration::new(
+            old.clone(),
+            new.clone(),
+            Rollout::new(5000).unwrap(),
+        ));
+        let mut versions = [0, 0];
+        for i in 0..2000 {
+            let key = format!("/m/{i}");
+            let mut r = table.route(key.as_bytes(), None, None).unwrap();
+            let first = table.next(&mut r).unwrap().unwrap();
+            let (mine, other) = match r.version() {
+                Version::New => (&new, &old),
+                _ => (&old, &new),
+            };
+            versions[(r.version() == Version::New) as usize] += 1;
+            assert_eq!(Some(first), mine.node_index(key.as_bytes()), "{key}");
+            let mut c = table.counterpart(key.as_bytes(), &r).unwrap().unwrap();
+            assert_eq!(
+                table.next(&mut c).unwrap(),
+                other.node_index(key.as_bytes())
+            );
+        }
+        assert!(versions[0] > 800 && versions[1] > 800, "{versions:?}");
+    }
+}
+
+/// What a 64-bit entry costs (docs/envoy.md): the layout's bytes a point
+/// plus 4 for the low half; at 409,600 entries over 200 servers `Compact`
+/// measures 7.04 B an entry, against gRPC's 16 and Envoy's 24.
+#[test]
+fn a_64_bit_entry_costs_the_layouts_bytes_and_4() {
+    let nodes: Vec<Node> = (1..=200)
+        .map(|i| Node::new(format!("10.20.{}.{}:8080", i / 250, i % 250), 1))
+        .collect();
+    let scheme = rh(409_600, 409_600, RingHashFunction::XxHash);
+    for (layout, lo, hi) in [
+        (Layout::Wide, 12.0, 12.01),
+        (Layout::Packed, 10.0, 10.01),
+        (Layout::Compact, 6.5, 7.2),
+    ] {
+        let r = ring(scheme, layout, nodes.clone());
+        assert_eq!(r.point_count(), 409_600);
+        let per = r.points_heap_bytes() as f64 / r.point_count() as f64;
+        assert!(per >= lo && per < hi, "{layout}: {per} B an entry");
+    }
+}
+
+/// A label requirement under Envoy's schemes answers as a ring of the
+/// eligible servers alone, as Envoy's subset load balancer builds one.
+#[test]
+fn subsets_are_rings_of_their_own() {
+    use ketama::Requirement;
+    use std::sync::Arc;
+    let nodes: Vec<Node> = hosts(8100..8120, &[])
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| {
+            if i % 3 == 0 {
+                n.with_labels(["hevc"])
+            } else {
+                n
+            }
+        })
+        .collect();
+    for scheme in [
+        rh(1024, 4096, RingHashFunction::XxHash),
+        Scheme::Maglev(Maglev { table_size: 1009 }),
+    ] {
+        let shared = Arc::new(ring(scheme, Layout::Compact, nodes.clone()));
+        let req = Requirement::new(&shared, &["hevc"]).unwrap();
+        let eligible: Vec<Node> = nodes
+            .iter()
+            .filter(|n| n.labels().any(|l| l == "hevc"))
+            .cloned()
+            .collect();
+        let own = ring(scheme, Layout::Wide, eligible);
+        for i in 0..2000 {
+            let key = format!("/s/{i}");
+            let got = req.node(key.as_bytes()).map(|n| n.server());
+            assert_eq!(
+                got,
+                own.node(key.as_bytes()).map(|n| n.server()),
+                "{scheme} {key}"
+            );
+            let mut c = req.cursor_for_key(key.as_bytes());
+            let walk: Vec<&str> = std::iter::from_fn(|| req.advance(&mut c).unwrap())
+                .map(|n| shared.nodes()[n].server())
+                .collect();
+            let want: Vec<&str> = own.failover(key.as_bytes()).map(|n| n.server()).collect();
+            assert_eq!(walk, want);
+        }
+    }
+}

@@ -39,14 +39,14 @@ complete -c ketama -n "__fish_ketama_needs_command" -f -a "import" -d 'Write a k
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "generate" -d 'Write the man pages or shell completions (for packagers)'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand route" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash) or haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash), haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32), envoy-ring-hash (Envoy\'s and gRPC\'s ring_hash; envoy-ring-hash:min=N,max=N[,murmur2], or :grpc for gRPC\'s sizes) or maglev (Envoy\'s; maglev:PRIME for the table size)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160, haproxy only its 16, which the default stands for)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l replicas -d 'Print up to R distinct servers per key, in failover order (at least 1)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l require -d 'Route only to servers carrying all these labels (comma-separated)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l to -d 'Servers file of a new ring to migrate to; prints `SERVER<TAB>old|new`' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy, haproxy, envoy-ring-hash or maglev (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
@@ -68,7 +68,7 @@ complete -c ketama -n "__fish_ketama_using_subcommand bench" -l balance -d 'Inst
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l json -d 'Print one JSON object instead of the markdown table'
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l servers -d 'Servers file' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash) or haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash), haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32), envoy-ring-hash (Envoy\'s and gRPC\'s ring_hash; envoy-ring-hash:min=N,max=N[,murmur2], or :grpc for gRPC\'s sizes) or maglev (Envoy\'s; maglev:PRIME for the table size)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160, haproxy only its 16, which the default stands for)' -r
@@ -93,11 +93,11 @@ complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l json -d 'Pri
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from -d 'Servers file of the current ring' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to -d 'Servers file of the new ring' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy, haproxy, envoy-ring-hash or maglev (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-key-hash -d 'twemproxy key hash of the current ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-layout -d 'Layout of the current ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l from-point-multiple -d 'Point multiple of the current ring (at least 1)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy, haproxy, envoy-ring-hash or maglev (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
@@ -107,11 +107,11 @@ complete -c ketama -n "__fish_ketama_using_subcommand diff" -l json -d 'Print on
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from -d 'Servers file of the current ring' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to -d 'Servers file of the new ring' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy, haproxy, envoy-ring-hash or maglev (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-key-hash -d 'twemproxy key hash of the current ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-layout -d 'Layout of the current ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-point-multiple -d 'Point multiple of the current ring (at least 1)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy (as --compat)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-compat -d 'Scheme of the new ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy, haproxy, envoy-ring-hash or maglev (as --compat)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-key-hash -d 'twemproxy key hash of the new ring (as --key-hash)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-layout -d 'Layout of the new ring: wide, packed or compact' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
@@ -143,7 +143,7 @@ complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l cache-by-
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l fill-from-previous -d 'A moved key\'s miss looks in its previous owner\'s cache first'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash) or haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash), haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32), envoy-ring-hash (Envoy\'s and gRPC\'s ring_hash; envoy-ring-hash:min=N,max=N[,murmur2], or :grpc for gRPC\'s sizes) or maglev (Envoy\'s; maglev:PRIME for the table size)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160, haproxy only its 16, which the default stands for)' -r

@@ -143,6 +143,7 @@ impl RingBuilder {
         let label_index = if !self.no_label_index
             && labels.names().count() <= LABEL_INDEX_MAX_LABELS
             && settings.compat.requirement_obstacle().is_none()
+            && !settings.compat.dedicated_subsets()
             && !settings.compat.nearer()
         {
             LabelIndex::new(&sorted, &labels, &collisions)

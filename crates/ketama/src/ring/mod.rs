@@ -134,9 +134,11 @@ impl Ring {
         RingBuilder::from(self.settings).node_points(&self.nodes)
     }
 
-    /// Heap bytes held by the points (not the node table).
+    /// Heap bytes held by the points (not the node table): the layout's,
+    /// and under [`Scheme::EnvoyRingHash`] 4 bytes a point more for the
+    /// low halves of the 64-bit hashes.
     pub fn points_heap_bytes(&self) -> usize {
-        self.points.heap_bytes()
+        self.points.heap_bytes() + self.lows.len() * 4
     }
 
     /// The hash and owning node index of point `i` in ring order, or `None`
@@ -185,8 +187,21 @@ impl Ring {
             )));
         }
         let mut owns = vec![0u64; self.nodes.len()];
+        if !self.lows.is_empty() && self.lows.len() != n {
+            return Err(Violation(format!(
+                "{} low halves for {n} points",
+                self.lows.len()
+            )));
+        }
+        // A 64-bit ring's order is that of its whole hashes: equal top
+        // halves are kept side by side, in the order of their low halves.
+        let key = |i: usize| {
+            let low = self.lows.get(i).copied().map_or(0, u64::from);
+            (u64::from(self.points.hash(i)) << 32) | low
+        };
+        let wide = !self.lows.is_empty();
         for (i, (h, node)) in self.points.iter().enumerate() {
-            if i > 0 && self.points.hash(i - 1) >= h {
+            if i > 0 && (key(i - 1) > key(i) || (!wide && key(i - 1) == key(i))) {
                 return Err(Violation(format!(
                     "point {i}: hash {h:#x} not above the previous"
                 )));

@@ -325,11 +325,13 @@ mod tests {
         assert_eq!(a.collisions, b.collisions, "{what}: collisions differ");
         assert_eq!(a.label_index, b.label_index, "{what}: label indexes differ");
         if a.compat().requirement_obstacle().is_none()
+            && !a.compat().dedicated_subsets()
             && !a.compat().nearer()
             && a.label_names().next().is_some()
         {
             assert!(a.has_label_index(), "{what}: the nodes carry a label");
         }
+        assert_eq!(a.lows, b.lows, "{what}: low halves differ");
         assert_eq!(a.live(), b.live(), "{what}");
         assert_eq!(a.generated_points(), b.generated_points(), "{what}");
         a.check().unwrap();
