@@ -59,6 +59,7 @@
 //! | **the whole routing decision** (version, ring, labels, failover) | [`RouteTable::route`] then [`RouteTable::next`] | the above, no allocation |
 //! | no node above `c x` the average load (bounded loads) | [`RouteTable::next_bounded`] with a [`load::LoadTracker`] | one compare-and-swap per node tried |
 //! | shares, CV, diffs between rings, recommendations | [`analysis`] | `O(P)` |
+//! | Envoy's and gRPC's `ring_hash`, Envoy's `maglev` | [`Scheme::EnvoyRingHash`], [`Scheme::Maglev`] ([`envoy`] explains the 64-bit entries) | the layout's bytes + 4 a ring entry; a table slot as a point |
 //!
 //! Routers and tools go through [`RouteTable`]: it is the one place where
 //! a key becomes a node.

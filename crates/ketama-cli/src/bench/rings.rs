@@ -51,7 +51,7 @@ trait Lookup {
 impl Lookup for Ring {
     #[inline]
     fn one(&self, key: &[u8]) -> usize {
-        self.node_index_for_hash(self.hash_key(key)).unwrap_or(0)
+        self.node_index(key).unwrap_or(0)
     }
     fn batch(
         &self,
@@ -59,6 +59,10 @@ impl Lookup for Ring {
         hashes: &mut Vec<u32>,
         out: &mut Vec<Option<usize>>,
     ) -> bool {
+        // Envoy's rings look keys up by their 64-bit hash, one at a time.
+        if self.compat().is_envoy() {
+            return false;
+        }
         hashes.clear();
         hashes.extend(keys.map(|k| self.hash_key(k)));
         self.node_indices_for_hashes(hashes, out);

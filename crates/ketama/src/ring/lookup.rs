@@ -91,8 +91,13 @@ impl Ring {
     /// The ring must not be empty.
     #[inline]
     pub(crate) fn position(&self, p: Probe) -> usize {
-        let pos = self.points.search(p.hash);
         if self.lows.is_empty() {
+            return self.points.search(p.hash);
+        }
+        // The found point's hash comes with the search (`Compact` decodes
+        // it there; reading it again would cost a second search).
+        let (pos, found, _) = self.points.search_near(p.hash);
+        if found != p.hash {
             return pos;
         }
         self.refine(pos, p)
