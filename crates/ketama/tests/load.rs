@@ -45,8 +45,11 @@ fn factor_range_and_bound_arithmetic() {
 fn with_nothing_full_the_answer_is_the_plain_rings_in_every_layout() {
     let mut rng = common::rng(21);
     for layout in Layout::ALL {
-        for compat in [Scheme::Nginx, Scheme::PingoraV2] {
-            let old = common::arc_ring(nodes(30, true), compat, layout, 40);
+        let envoy: Scheme = "envoy-ring-hash:min=2048".parse().unwrap();
+        let maglev: Scheme = "maglev:1009".parse().unwrap();
+        for compat in [Scheme::Nginx, Scheme::PingoraV2, envoy, maglev] {
+            let multiple = compat.fixed_point_multiple().unwrap_or(40);
+            let old = common::arc_ring(nodes(30, true), compat, layout, multiple);
             let new = common::arc_ring(nodes(30, true), Scheme::Nginx, layout, 16);
             for mut table in [
                 RouteTable::new(old.clone()),
@@ -92,8 +95,11 @@ proptest! {
         factor in 100u32..300,
         weighted in any::<bool>(),
         labelled in any::<bool>(),
+        scheme in prop::sample::select(vec!["nginx", "envoy-ring-hash:grpc", "maglev:251"]),
     ) {
-        let ring = common::arc_ring(nodes(12, weighted), Scheme::Nginx, Layout::Compact, 40);
+        let scheme: Scheme = scheme.parse().unwrap();
+        let multiple = scheme.fixed_point_multiple().unwrap_or(40);
+        let ring = common::arc_ring(nodes(12, weighted), scheme, Layout::Compact, multiple);
         let mut table = RouteTable::new(ring.clone());
         let eu = table.need(&["eu"]).unwrap();
         let need = labelled.then_some(eu);
