@@ -43,9 +43,10 @@
 //!
 //! The table is a ring of `M` points: slot `s` at
 //! `floor((s + 1) x 2^32 / M) - 1`, a key's 32-bit hash that of its slot.
-//! The layouts' costs per slot are their bytes per point: 8 in `Wide`, 6 in
-//! `Packed`, about `log2(2^32 / M) + 2` bits plus the owner in `Compact`
-//! (Envoy: 16 B a slot, or `bit_width(N)` bits in its compact table).
+//! A slot costs 8 bytes in `Wide`, 6 in `Packed`, and in `Compact` only its
+//! owner, `ceil(log2 N)` bits (1 byte for up to 256 servers), its hash
+//! computed and its lookup one multiplication (Envoy: 16 B a slot, or
+//! `bit_width(N)` bits in its compact table).
 
 mod maglev;
 mod murmur;

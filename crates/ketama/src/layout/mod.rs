@@ -12,6 +12,12 @@
 //! | `Packed` | u32  | u16   | 6           | 65,536         |
 //! | `Compact`| r low bits + Elias-Fano upper bits | ceil(log2 N) bits | 3.0 to 3.5 (see below) | 2^32 |
 //!
+//! Under Envoy's schemes ([`crate::envoy`]): a `ring_hash` entry costs 4
+//! bytes more in every layout (the low half of its 64-bit hash, in an array
+//! beside the layout); a Maglev table is a ring of one point a slot in
+//! `Wide` and `Packed`, and in `Compact` a table of owners alone,
+//! `ceil(log2 N)` bits a slot (the slots' hashes are computed).
+//!
 //! Lookup cost: `Wide` and `Packed` binary-search (`log2 P` dependent loads,
 //! the last ten or so missing cache on large rings); `Compact` finds one
 //! bucket in its unary upper bits and scans its few entries (three or four
@@ -96,9 +102,11 @@ use std::str::FromStr;
 
 mod bits;
 mod compact;
+mod table;
 
 use crate::sort;
 use compact::Compact;
+pub(crate) use table::Table;
 
 /// A ring's storage layout. See the [module docs](self) for the byte counts.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -173,6 +181,9 @@ pub(crate) enum Points {
     },
     /// See the `Compact` section of the module docs.
     Compact(Compact),
+    /// A Maglev table in the `Compact` layout: owners only (see
+    /// `table.rs`).
+    Table(Table),
 }
 
 impl Points {
@@ -213,6 +224,7 @@ impl Points {
             Points::Wide(p) => p.len(),
             Points::Packed { hashes, .. } => hashes.len(),
             Points::Compact(c) => c.len(),
+            Points::Table(t) => t.len(),
         }
     }
 
@@ -223,6 +235,7 @@ impl Points {
             Points::Wide(p) => sort::hash_of(p[i]),
             Points::Packed { hashes, .. } => hashes[i],
             Points::Compact(c) => c.hash(i),
+            Points::Table(t) => t.hash(i),
         }
     }
 
@@ -232,6 +245,7 @@ impl Points {
             Points::Wide(p) => sort::node_of(p[i]) as usize,
             Points::Packed { owners, .. } => owners[i] as usize,
             Points::Compact(c) => c.node(i),
+            Points::Table(t) => t.node(i),
         }
     }
 
@@ -255,6 +269,12 @@ impl Points {
                 }
             }
             Points::Compact(c) => c.for_each_chunk_in(from, to, f),
+            Points::Table(t) => {
+                let all: Vec<u64> = (from..to)
+                    .map(|i| sort::pack(t.hash(i), t.node(i) as u32))
+                    .collect();
+                all.chunks(CHUNK).for_each(f)
+            }
         }
     }
 
@@ -285,6 +305,7 @@ impl Points {
                     .map(|(&h, &o)| (h, o as usize)),
             ),
             Points::Compact(c) => Box::new(c.iter()),
+            Points::Table(t) => Box::new((0..t.len()).map(|i| (t.hash(i), t.node(i)))),
         }
     }
 
@@ -296,6 +317,7 @@ impl Points {
             Points::Wide(p) => p.partition_point(|&x| sort::hash_of(x) < hash),
             Points::Packed { hashes, .. } => hashes.partition_point(|&h| h < hash),
             Points::Compact(c) => return c.search(hash),
+            Points::Table(t) => return t.search(hash),
         };
         if i == self.len() {
             0
@@ -323,7 +345,7 @@ impl Points {
     /// each other.
     pub(crate) fn search_batch(&self, hashes: &[u32], out: &mut [usize]) {
         debug_assert_eq!(hashes.len(), out.len());
-        if self.len() <= SMALL && !matches!(self, Points::Compact(_)) {
+        if self.len() <= SMALL && matches!(self, Points::Wide(_) | Points::Packed { .. }) {
             // Cache-resident: nothing to overlap, lock step only costs.
             for (o, &q) in out.iter_mut().zip(hashes) {
                 *o = self.search(q);
@@ -335,6 +357,11 @@ impl Points {
                 Points::Wide(p) => search_group(p, sort::hash_of, qs, os),
                 Points::Packed { hashes, .. } => search_group(hashes, |h| h, qs, os),
                 Points::Compact(c) => c.search_group(qs, os),
+                Points::Table(t) => {
+                    for (o, &q) in os.iter_mut().zip(qs) {
+                        *o = t.search(q);
+                    }
+                }
             }
         }
     }
@@ -345,6 +372,7 @@ impl Points {
             Points::Wide(p) => p.capacity() * 8,
             Points::Packed { hashes, owners } => hashes.len() * 4 + owners.len() * 2,
             Points::Compact(c) => c.heap_bytes(),
+            Points::Table(t) => t.heap_bytes(),
         }
     }
 }

@@ -293,7 +293,31 @@ impl RingBuilder {
                     .collect();
                 drop(keys);
                 let total = table.len() as u64;
-                Ok(self.assemble(nodes, sorted, total, Collisions::default(), labels, None))
+                if self.settings.layout != Layout::Compact {
+                    return Ok(self.assemble(
+                        nodes,
+                        sorted,
+                        total,
+                        Collisions::default(),
+                        labels,
+                        None,
+                    ));
+                }
+                // Compact: owners only, the slots' hashes computed (the
+                // ring assembled as Wide, the cheapest, then its points
+                // swapped).
+                let n = nodes.len();
+                let mut ring = self.layout(Layout::Wide).assemble(
+                    nodes,
+                    sorted,
+                    total,
+                    Collisions::default(),
+                    labels,
+                    None,
+                );
+                ring.points = Points::Table(crate::layout::Table::new(&table, n));
+                ring.settings = self.settings;
+                Ok(ring)
             }
             _ => unreachable!("build_envoy is called for Envoy's schemes only"),
         }

@@ -45,7 +45,7 @@ pub struct Ring {
     pub(crate) id: u64,
     nodes: Box<[Node]>,
     pub(crate) points: Points,
-    settings: RingSettings,
+    pub(crate) settings: RingSettings,
     generated: u64,
     /// Nodes that own at least one point and are not down: a failover walk
     /// stops once it has yielded this many.
