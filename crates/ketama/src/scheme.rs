@@ -280,13 +280,15 @@ pub(crate) struct Probe {
 }
 
 impl Probe {
-    /// A probe of a bare 32-bit hash: under `EnvoyRingHash`, the 64-bit
-    /// hash `hash << 32`.
-    pub(crate) fn of_hash(hash: u32) -> Probe {
-        Probe {
-            hash,
-            wide: u64::from(hash) << 32,
-        }
+    /// A probe of a bare 32-bit hash under `scheme`: under `EnvoyRingHash`
+    /// the 64-bit hash `hash << 32`; under `Maglev` the slot it falls in
+    /// (which is its own slot again, so that retries start there).
+    pub(crate) fn of_hash(scheme: Scheme, hash: u32) -> Probe {
+        let wide = match scheme {
+            Scheme::Maglev(m) => m.slot_of_hash(hash),
+            _ => u64::from(hash) << 32,
+        };
+        Probe { hash, wide }
     }
 }
 

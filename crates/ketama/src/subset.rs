@@ -238,7 +238,7 @@ impl Requirement {
     /// (what a 32-bit hash means under Envoy's schemes:
     /// [`Ring::node_index_for_hash`]).
     pub fn node_index_for_hash(&self, hash: u32) -> Option<usize> {
-        self.node_index_for_probe(Probe::of_hash(hash))
+        self.node_index_for_probe(Probe::of_hash(self.ring.compat(), hash))
     }
 
     fn node_index_for_probe(&self, p: Probe) -> Option<usize> {
@@ -256,7 +256,7 @@ impl Requirement {
     /// point: the order a dedicated ring of the eligible nodes would give.
     /// Advance it with [`advance`](Self::advance).
     pub fn cursor(&self, hash: u32) -> FailoverCursor {
-        self.cursor_for_probe(Probe::of_hash(hash))
+        self.cursor_for_probe(Probe::of_hash(self.ring.compat(), hash))
     }
 
     /// [`cursor`](Self::cursor) from a key's point (under Envoy's schemes,

@@ -521,3 +521,35 @@ fn subsets_are_rings_of_their_own() {
         }
     }
 }
+
+/// A bare 32-bit hash's lookup and its walk agree under both schemes,
+/// down servers included.
+#[test]
+fn bare_hashes_walk_from_their_own_answer() {
+    let nodes: Vec<Node> = hosts(8200..8230, &[])
+        .into_iter()
+        .enumerate()
+        .map(|(i, n)| n.with_down(i % 4 == 1))
+        .collect();
+    for scheme in [
+        rh(1024, 4096, RingHashFunction::XxHash),
+        Scheme::Maglev(Maglev { table_size: 1009 }),
+    ] {
+        for layout in Layout::ALL {
+            let r = ring(scheme, layout, nodes.clone());
+            let mut h = 7u32;
+            for _ in 0..3000 {
+                let first = r.failover_for_hash(h).next().map(|n| n.server());
+                assert_eq!(
+                    first,
+                    r.node_for_hash(h).map(|n| n.server()),
+                    "{scheme} {layout} {h:#x}"
+                );
+                let mut batch = Vec::new();
+                r.node_indices_for_hashes(&[h], &mut batch);
+                assert_eq!(batch[0], r.node_index_for_hash(h));
+                h = h.wrapping_add(0x9E37_79B9);
+            }
+        }
+    }
+}

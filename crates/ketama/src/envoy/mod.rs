@@ -284,6 +284,13 @@ impl Maglev {
         ((((s + 1) << 32) / self.table_size) - 1) as u32
     }
 
+    /// The slot whose arc holds a 32-bit ring hash: the first slot whose
+    /// [`slot_hash`](Self::slot_hash) is at or after it.
+    #[inline]
+    pub fn slot_of_hash(&self, hash: u32) -> u64 {
+        ((u64::from(hash) + 1) * self.table_size).div_ceil(1 << 32) - 1
+    }
+
     /// The slot of a key's 64-bit hash on retry attempt `attempt` (0: the
     /// first pick), as Envoy's `chooseHost(hash, attempt)`.
     #[inline]

@@ -57,8 +57,10 @@ impl Table {
     /// 2^32) - 1`. The last slot's hash is `u32::MAX`, so it never wraps.
     #[inline]
     pub(crate) fn search(&self, hash: u32) -> usize {
-        let scaled = (u64::from(hash) + 1) * self.size;
-        (scaled.div_ceil(1 << 32) - 1) as usize
+        crate::envoy::Maglev {
+            table_size: self.size,
+        }
+        .slot_of_hash(hash) as usize
     }
 
     pub(crate) fn heap_bytes(&self) -> usize {

@@ -47,7 +47,7 @@ impl Ring {
     /// failover from it retries as from the 64-bit hash `hash << 32`).
     #[inline]
     pub fn node_index_for_hash(&self, hash: u32) -> Option<usize> {
-        self.node_index_for_probe(Probe::of_hash(hash))
+        self.node_index_for_probe(Probe::of_hash(self.compat(), hash))
     }
 
     /// The node of a 64-bit hash under Envoy's and gRPC's schemes, as their
@@ -215,7 +215,7 @@ impl Ring {
     /// (and [`node_index_for_hash`](Self::node_index_for_hash) for what a
     /// 32-bit hash means under Envoy's schemes).
     pub fn failover_cursor(&self, hash: u32) -> FailoverCursor {
-        self.cursor_for_probe(Probe::of_hash(hash), self.live())
+        self.cursor_for_probe(Probe::of_hash(self.compat(), hash), self.live())
     }
 
     /// A detached failover walk from a key's point.
