@@ -130,7 +130,9 @@ impl Route {
         self.version
     }
 
-    /// The key's hash under that ring's scheme.
+    /// The key's hash under that ring's scheme (under Envoy's and gRPC's,
+    /// the 32 bits that stand for the 64-bit hash the route was made with:
+    /// [`Scheme::hash_key`](crate::Scheme::hash_key)).
     pub fn hash(&self) -> u32 {
         self.hash
     }
