@@ -91,6 +91,10 @@ impl Ring {
     /// The ring must not be empty.
     #[inline]
     pub(crate) fn position(&self, p: Probe) -> usize {
+        if let Scheme::Maglev(m) = self.compat() {
+            // Points are the slots in order: no search in any layout.
+            return m.slot_of_hash(p.hash) as usize;
+        }
         if self.lows.is_empty() {
             return self.points.search(p.hash);
         }
