@@ -28,7 +28,8 @@ pub struct RecommendArgs {
     max_extra_error: Option<f64>,
     /// Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and
     /// twemproxy fix their points per server and haproxy its 16 per weight
-    /// unit, so there is nothing to vary).
+    /// unit, and envoy-ring-hash and maglev size their rings from their own
+    /// settings, so there is nothing to vary).
     #[arg(long, default_value = "nginx")]
     compat: Scheme,
     /// The current points per weight unit (at least 1).

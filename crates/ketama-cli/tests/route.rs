@@ -296,15 +296,18 @@ fn every_compat_flag_lists_its_values() {
         if matches!(cmd, "sweep" | "recommend") {
             assert!(
                 help.contains("nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix")
-                    && help.contains("haproxy its 16 per weight unit"),
+                    && help.contains("haproxy its 16 per weight unit")
+                    && help.contains("envoy-ring-hash and maglev size their rings"),
                 "{cmd}:\n{out}"
             );
         } else {
-            // (`route`'s goes on after "see --key-hash" with "or haproxy".)
+            // (`route`'s goes on after "see --key-hash" with the rest.)
             let all = out.split_whitespace().collect::<Vec<_>>().join(" ");
             assert!(
                 help.contains("nginx, pingora-v1, pingora-v2, libmemcached, twemproxy")
-                    && all.contains("or haproxy"),
+                    && all.contains("haproxy")
+                    && all.contains("envoy-ring-hash")
+                    && all.contains("or maglev"),
                 "{cmd}:\n{out}"
             );
         }

@@ -60,7 +60,7 @@ complete -c ketama -n "__fish_ketama_using_subcommand bench" -l weight -d 'Weigh
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l point-multiple -d 'Points per weight unit' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l keys -d 'Lookups per measurement (30-byte keys)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l rounds -d 'Rounds; every implementation runs once per round, interleaved, and the table reports medians' -r
-complete -c ketama -n "__fish_ketama_using_subcommand bench" -l compat -d 'ketama\'s scheme (pingora rows always use their own): nginx, pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy' -r
+complete -c ketama -n "__fish_ketama_using_subcommand bench" -l compat -d 'ketama\'s scheme (pingora rows always use their own): nginx, pingora-v1, pingora-v2, libmemcached, twemproxy, haproxy, envoy-ring-hash or maglev (as `ketama route --compat`)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l key-hash -d 'twemproxy\'s key hash (as in `ketama route --key-hash`)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l subsets -d 'Instead: F labels (each node carries each with probability 1/2), one ketama ring serving all 2^F label combinations against 2^F pingora-ketama v2 rings; memory and ns per lookup' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l layout -d 'ketama\'s layout for --subsets and --balance' -r
@@ -80,14 +80,14 @@ complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l to -d 'Largest p
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l steps -d 'Points-per-node values, spaced on a log scale' -r
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l trials -d 'Random node sets per value' -r
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l seed -d 'Seed of the first node set (trial t uses seed + t)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server and haproxy its 16 per weight unit, so there is nothing to vary)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server and haproxy its 16 per weight unit, and envoy-ring-hash and maglev size their rings from their own settings, so there is nothing to vary)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l out -d 'CSV output' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l plot -d 'SVG chart output' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l servers -d 'Servers file' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l max-cv -d 'The largest CV of a server\'s share to accept' -r
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l max-extra-error -d 'The most the CV may grow over the one measured at the current point multiple (absolute, e.g. 0.01)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server and haproxy its 16 per weight unit, so there is nothing to vary)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l compat -d 'Hashing scheme: nginx, pingora-v1 or pingora-v2 (libmemcached and twemproxy fix their points per server and haproxy its 16 per weight unit, and envoy-ring-hash and maglev size their rings from their own settings, so there is nothing to vary)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l point-multiple -d 'The current points per weight unit (at least 1)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -l json -d 'Print one JSON object'
 complete -c ketama -n "__fish_ketama_using_subcommand recommend" -s h -l help -d 'Print help'

@@ -39,7 +39,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 5)]
     pub(crate) rounds: usize,
     /// ketama's scheme (pingora rows always use their own): nginx,
-    /// pingora-v1, pingora-v2, libmemcached, twemproxy or haproxy.
+    /// pingora-v1, pingora-v2, libmemcached, twemproxy, haproxy,
+    /// envoy-ring-hash or maglev (as `ketama route --compat`).
     #[arg(long, default_value = "nginx")]
     pub(crate) compat: Scheme,
     /// twemproxy's key hash (as in `ketama route --key-hash`).
