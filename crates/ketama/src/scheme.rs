@@ -199,8 +199,7 @@ impl Scheme {
             Scheme::Libmemcached => KeyHash::Md5.hash(key),
             Scheme::Twemproxy(h) => h.hash(key),
             Scheme::Haproxy(h) => h.hash(key),
-            Scheme::EnvoyRingHash(r) => (r.function.hash(key) >> 32) as u32,
-            Scheme::Maglev(m) => m.slot_hash(m.slot(crate::envoy::xxh64(key, 0), 0)),
+            Scheme::EnvoyRingHash(_) | Scheme::Maglev(_) => self.probe(key).hash,
         }
     }
 
@@ -220,26 +219,26 @@ impl Scheme {
     /// full one.
     #[inline]
     pub(crate) fn probe(self, key: &[u8]) -> Probe {
-        match self {
-            Scheme::EnvoyRingHash(r) => {
-                let wide = r.function.hash(key);
-                Probe {
-                    hash: (wide >> 32) as u32,
-                    wide,
-                }
-            }
-            Scheme::Maglev(m) => {
-                let wide = crate::envoy::xxh64(key, 0);
-                Probe {
-                    hash: m.slot_hash(m.slot(wide, 0)),
-                    wide,
-                }
-            }
-            s => Probe {
-                hash: s.hash_key(key),
+        match self.hash_key64(key) {
+            Some(wide) => self.probe64(wide),
+            None => Probe {
+                hash: self.hash_key(key),
                 wide: 0,
             },
         }
+    }
+
+    /// The probe of a 64-bit hash under Envoy's schemes: its top 32 bits,
+    /// or its Maglev slot's ring hash (under the others, its low 32 bits,
+    /// which no caller asks for).
+    #[inline]
+    pub(crate) fn probe64(self, wide: u64) -> Probe {
+        let hash = match self {
+            Scheme::EnvoyRingHash(_) => (wide >> 32) as u32,
+            Scheme::Maglev(m) => m.slot_hash(m.slot(wide, 0)),
+            _ => wide as u32,
+        };
+        Probe { hash, wide }
     }
 
     /// What is wrong with the scheme's own settings, if anything (a ring
@@ -353,7 +352,7 @@ impl KeyFn {
             Inner::Key(k) => k.hash(key),
             Inner::Haproxy(h) => h.hash(key),
             Inner::Wide(f) => (f.hash(key) >> 32) as u32,
-            Inner::Maglev(m) => m.slot_hash(m.slot(crate::envoy::xxh64(key, 0), 0)),
+            Inner::Maglev(m) => Scheme::Maglev(m).hash_key(key),
         }
     }
 }

@@ -73,14 +73,7 @@ impl Ring {
 
     fn probe64(&self, wide: u64) -> crate::Result<Probe> {
         match self.compat() {
-            Scheme::EnvoyRingHash(_) => Ok(Probe {
-                hash: (wide >> 32) as u32,
-                wide,
-            }),
-            Scheme::Maglev(m) => Ok(Probe {
-                hash: m.slot_hash(m.slot(wide, 0)),
-                wide,
-            }),
+            c if c.is_envoy() => Ok(c.probe64(wide)),
             compat => Err(crate::Error::NarrowScheme { compat }),
         }
     }
