@@ -363,6 +363,13 @@ pub const CONNECTION_SPECIFIC: [&[u8]; 6] = [
     b"te",
 ];
 
+/// Whether `name` is one of [`CONNECTION_SPECIFIC`] (any case).
+pub fn connection_specific(name: &[u8]) -> bool {
+    CONNECTION_SPECIFIC
+        .iter()
+        .any(|c| name.eq_ignore_ascii_case(c))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

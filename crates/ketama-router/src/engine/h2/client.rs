@@ -21,7 +21,7 @@ use super::Open;
 use crate::engine::body::Framing;
 use crate::engine::copy::{Flow, Piece, Sink, Source};
 use crate::engine::exchange::{self, Client, ClientFailure, Ended, Respond, SMALL_BODY};
-use crate::engine::fields::CONNECTION_SPECIFIC;
+use crate::engine::fields::connection_specific;
 use crate::engine::head_write::answer_body;
 use crate::engine::io::{Buffered, UpstreamIo};
 use crate::engine::record::Record;
@@ -336,11 +336,7 @@ pub fn response<'k>(
         http::StatusCode::from_u16(head.status()).unwrap_or(http::StatusCode::BAD_GATEWAY);
     let h = resp.headers_mut();
     for (name, value) in head.fields() {
-        if name.eq_ignore_ascii_case(b"date")
-            || CONNECTION_SPECIFIC
-                .iter()
-                .any(|c| name.eq_ignore_ascii_case(c))
-        {
+        if name.eq_ignore_ascii_case(b"date") || connection_specific(name) {
             continue;
         }
         if let (Ok(n), Ok(v)) = (

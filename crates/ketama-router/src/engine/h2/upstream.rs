@@ -21,7 +21,7 @@ use super::client::{H2Sink, RecvSource};
 use crate::engine::body::Framing;
 use crate::engine::copy::{copy, Copied, CopyError};
 use crate::engine::exchange::{failed, send_failed, Client, ClientFailure, Respond, Tried};
-use crate::engine::fields::CONNECTION_SPECIFIC;
+use crate::engine::fields::connection_specific;
 use crate::engine::head_write::{forwarded_as_sent, write_forwarded_for, Upstream};
 use crate::engine::io::UpstreamIo;
 use crate::engine::pool;
@@ -129,11 +129,7 @@ fn request(
         .method(http::Method::from_bytes(req.method()).unwrap_or(http::Method::GET))
         .uri(uri);
     for (name, value) in req.fields() {
-        if !forwarded_as_sent(name, true, up)
-            || CONNECTION_SPECIFIC
-                .iter()
-                .any(|c| name.eq_ignore_ascii_case(c))
-        {
+        if !forwarded_as_sent(name, true, up) || connection_specific(name) {
             continue;
         }
         if let (Ok(n), Ok(v)) = (
