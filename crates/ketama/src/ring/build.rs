@@ -293,30 +293,22 @@ impl RingBuilder {
                     .collect();
                 drop(keys);
                 let total = table.len() as u64;
-                if self.settings.layout != Layout::Compact {
-                    return Ok(self.assemble(
-                        nodes,
-                        sorted,
-                        total,
-                        Collisions::default(),
-                        labels,
-                        None,
-                    ));
-                }
-                // Compact: owners only, the slots' hashes computed (the
-                // ring assembled as Wide, the cheapest, then its points
-                // swapped).
+                // Compact keeps owners only, the slots' hashes computed:
+                // the ring is assembled as Wide (the cheapest), then its
+                // points swapped.
+                let compact = self.settings.layout == Layout::Compact;
+                let b = if compact {
+                    self.layout(Layout::Wide)
+                } else {
+                    *self
+                };
                 let n = nodes.len();
-                let mut ring = self.layout(Layout::Wide).assemble(
-                    nodes,
-                    sorted,
-                    total,
-                    Collisions::default(),
-                    labels,
-                    None,
-                );
-                ring.points = Points::Table(crate::layout::Table::new(&table, n));
-                ring.settings = self.settings;
+                let mut ring =
+                    b.assemble(nodes, sorted, total, Collisions::default(), labels, None);
+                if compact {
+                    ring.points = Points::Table(crate::layout::Table::new(&table, n));
+                    ring.settings = self.settings;
+                }
                 Ok(ring)
             }
             _ => unreachable!("build_envoy is called for Envoy's schemes only"),
