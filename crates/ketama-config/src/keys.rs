@@ -47,6 +47,8 @@ pub const KEYS: &[KeyDoc] = &[
     k("server", "max_header_bytes", "32768", "largest request head; over it: 431 (1024 to 1048576)"),
     k("server", "client_header_timeout_ms", "60000", "the whole request head must arrive within it; else 408"),
     k("server", "keepalive_timeout_ms", "75000", "an idle kept-alive client connection is closed after it"),
+    k("server", "keepalive_requests", "1000", "streams one HTTP/2 connection may open; then GOAWAY and the client opens another (nginx's keepalive_requests)"),
+    k("server", "keepalive_time_ms", "3600000", "the longest life of an HTTP/2 connection; then GOAWAY, its open streams finished (nginx's keepalive_time)"),
     k("server", "client_body_timeout_ms", "60000", "longest wait between two reads of a request body; else 408"),
     k("server", "send_timeout_ms", "60000", "longest wait for a client to take response bytes (restarts whenever it takes some); else the connection is closed (HTTP/1) or the stream reset (HTTP/2)"),
     k("server", "max_connections", "-", "client connections at once; past it new ones are closed (default: half of what the file limit leaves after a reserve)"),
@@ -287,6 +289,8 @@ mod tests {
                 s.client_header_timeout_ms.to_string(),
             ),
             ("keepalive_timeout_ms", s.keepalive_timeout_ms.to_string()),
+            ("keepalive_requests", s.keepalive_requests.to_string()),
+            ("keepalive_time_ms", s.keepalive_time_ms.to_string()),
             (
                 "client_body_timeout_ms",
                 s.client_body_timeout_ms.to_string(),

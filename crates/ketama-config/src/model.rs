@@ -224,6 +224,12 @@ pub struct ServerSection {
     /// How long an idle kept-alive client connection waits for its next
     /// request. nginx's `keepalive_timeout`.
     pub keepalive_timeout_ms: u64,
+    /// Streams one HTTP/2 connection may open; then `GOAWAY`, the client
+    /// opens another connection. nginx's `keepalive_requests`.
+    pub keepalive_requests: u64,
+    /// The longest life of an HTTP/2 connection; then `GOAWAY`, its open
+    /// streams finished. nginx's `keepalive_time`.
+    pub keepalive_time_ms: u64,
     /// The longest wait between two reads of a request body. nginx's
     /// `client_body_timeout`.
     pub client_body_timeout_ms: u64,
@@ -301,6 +307,8 @@ impl Default for ServerSection {
             max_header_bytes: 32 * 1024,
             client_header_timeout_ms: 60_000,
             keepalive_timeout_ms: 75_000,
+            keepalive_requests: 1_000,
+            keepalive_time_ms: 3_600_000,
             client_body_timeout_ms: 60_000,
             send_timeout_ms: 60_000,
             max_connections: None,

@@ -85,6 +85,12 @@ impl Default for Health {
 }
 
 impl Health {
+    /// Whether its active checks pass (recent failures aside).
+    #[inline]
+    pub fn passes_checks(&self) -> bool {
+        self.healthy.load(Relaxed)
+    }
+
     /// Whether the backend takes traffic: its active checks pass and no
     /// recent failures took it out of rotation.
     #[inline]

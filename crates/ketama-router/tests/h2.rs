@@ -210,15 +210,6 @@ fn the_decoded_header_list_is_capped_by_max_header_bytes() {
     assert_eq!(code, "200");
 }
 
-/// CPU seconds the process has used (user + system).
-fn cpu_seconds(pid: u32) -> f64 {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
-    ticks / 100.0
-}
-
 /// How each stream of a burst ends.
 #[derive(Clone, Copy, Debug)]
 enum Burst {

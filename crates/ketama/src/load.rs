@@ -332,6 +332,20 @@ impl RouteTable {
         }))
     }
 
+    /// How many nodes of a version's ring are eligible for `need` and not
+    /// down: the size of the group a route of that need and version picks
+    /// from (nginx never takes the one server of a group of one out of
+    /// rotation). `O(N)`.
+    pub fn group_size(&self, need: Option<Need>, v: Version) -> usize {
+        let req = need.and_then(|n| self.requirement(n, v));
+        self.ring(v)
+            .nodes()
+            .iter()
+            .enumerate()
+            .filter(|(i, n)| !n.is_down() && req.is_none_or(|r| r.is_eligible(*i)))
+            .count()
+    }
+
     /// The total weight of the nodes of a version's ring that are eligible
     /// for `need`, not down, and `usable` (healthy): the `W` of the bound.
     /// `O(N)`.

@@ -37,6 +37,7 @@ pub(super) fn listeners(config: &Config, file: &str) -> Result<Vec<SocketAddr>, 
             s.client_header_timeout_ms,
         ),
         ("server.keepalive_timeout_ms", s.keepalive_timeout_ms),
+        ("server.keepalive_time_ms", s.keepalive_time_ms),
         ("server.client_body_timeout_ms", s.client_body_timeout_ms),
         ("server.send_timeout_ms", s.send_timeout_ms),
         ("server.connect_timeout_ms", s.connect_timeout_ms),
@@ -47,6 +48,13 @@ pub(super) fn listeners(config: &Config, file: &str) -> Result<Vec<SocketAddr>, 
         if ms == 0 {
             return Err(err(file, key, "must be at least 1 (milliseconds)"));
         }
+    }
+    if s.keepalive_requests == 0 {
+        return Err(err(
+            file,
+            "server.keepalive_requests",
+            "must be at least 1 (streams an HTTP/2 connection may open)",
+        ));
     }
     if !(1024..=1 << 20).contains(&s.max_header_bytes) {
         return Err(err(

@@ -8,7 +8,8 @@
 //! number of leading zeros, at most `i64`'s range), then after a `;`, a
 //! space or a tab an extension of any bytes up to the line's end; each
 //! chunk's data followed by `CRLF` (or `LF`); trailer lines of any bytes
-//! until an empty one. Trailers are dropped, as nginx drops them.
+//! until an empty one. An HTTP/1 body's trailers are dropped, as nginx
+//! drops them; an HTTP/2 peer's go on in [`push_last_chunk`].
 
 use std::ops::Range;
 
@@ -307,6 +308,40 @@ pub fn chunk_head(n: usize, out: &mut Vec<u8>) {
 
 /// The end of a chunked body: the last chunk, no trailers.
 pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
+
+/// Appends `data` as one chunk. An empty piece writes nothing: a chunk of
+/// size zero is the last-chunk, and writing one mid-body would end the
+/// body early and leave what follows to be read as the next message.
+pub fn push_chunk(data: &[u8], out: &mut Vec<u8>) {
+    if data.is_empty() {
+        return;
+    }
+    chunk_head(data.len(), out);
+    out.extend_from_slice(data);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the end of a chunked body: the last chunk, then `trailers`'
+/// fields that may stand in a trailer section
+/// ([`super::fields::trailer_allowed`]), then the empty line.
+pub fn push_last_chunk(trailers: Option<&http::HeaderMap>, out: &mut Vec<u8>) {
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers.into_iter().flatten() {
+        if super::fields::trailer_allowed(name.as_str().as_bytes()) && !has_line_break(value) {
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// A value with a byte that would end its line (`h2` lets `\r`, `\n`
+/// and NUL through in no field, but a value from elsewhere might).
+fn has_line_break(v: &http::HeaderValue) -> bool {
+    v.as_bytes().iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
+}
 
 #[cfg(test)]
 mod tests {

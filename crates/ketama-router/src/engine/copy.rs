@@ -28,8 +28,15 @@ pub trait Source: Send {
     type Error: Send;
     /// The next piece already read, if any.
     fn piece(&mut self) -> Result<Piece<'_>, Self::Error>;
-    /// Reads on, after [`Piece::More`].
+    /// Reads on, after [`Piece::More`]. Resolves only once it read data,
+    /// the body's end or a failure: a source never answers "nothing yet,
+    /// not ended" without waiting (the copy loop would spin).
     fn read_more(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send;
+    /// After [`Piece::End`]: the trailer fields that ended the body, if
+    /// any (an HTTP/2 peer's trailing HEADERS).
+    fn trailers(&mut self) -> Option<http::HeaderMap> {
+        None
+    }
 }
 
 /// Whether a sink takes more.
@@ -50,8 +57,13 @@ pub trait Sink: Send {
     fn push(&mut self, data: &[u8]) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
     /// Writes what was gathered (before the source reads on).
     fn flush(&mut self) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
-    /// Ends the body (the last chunk, the stream's end).
-    fn finish(&mut self) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
+    /// Ends the body (the last chunk, the stream's end), with the
+    /// source's trailers where the sink's framing can carry them (chunked
+    /// HTTP/1, HTTP/2), dropped where it cannot (a body of known length).
+    fn finish(
+        &mut self,
+        trailers: Option<&http::HeaderMap>,
+    ) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
     /// The body will not be completed (its source failed): the receiver
     /// must see a broken body, never one that ended. HTTP/1: nothing to
     /// do here (the connection closes without a last chunk); HTTP/2: the
@@ -87,7 +99,9 @@ pub enum CopyError<S, K> {
     Sink(K, u64),
 }
 
-/// Copies the body from `src` to `sink`; see the module docs.
+/// Copies the body from `src` to `sink`; see the module docs. An empty
+/// piece (an HTTP/2 peer's empty DATA frame) is passed over: it carries
+/// nothing, and a chunked sink must not write it as a chunk.
 pub async fn copy<S: Source, K: Sink>(
     src: &mut S,
     sink: &mut K,
@@ -102,6 +116,7 @@ pub async fn copy<S: Source, K: Sink>(
             }
         };
         let flow = match piece {
+            Piece::Data([]) => Flow::Go,
             Piece::Data(d) => {
                 let n = d.len() as u64;
                 let flow = sink.push(d).await.map_err(|e| CopyError::Sink(e, moved))?;
@@ -109,7 +124,8 @@ pub async fn copy<S: Source, K: Sink>(
                 flow
             }
             Piece::End => {
-                return match sink.finish().await {
+                let trailers = src.trailers();
+                return match sink.finish(trailers.as_ref()).await {
                     Ok(Flow::Go) => Ok(Copied::Whole(moved)),
                     Ok(Flow::Stop) => Ok(Copied::Stopped(moved)),
                     Err(e) => Err(CopyError::Sink(e, moved)),

@@ -99,6 +99,10 @@ pub trait Client: Send {
     ) -> impl Future<Output = Result<(), ClientFailure>> + Send;
     /// The body read whole (empty for none), when it was.
     fn buffered(&self) -> Option<&[u8]>;
+    /// The trailers that ended a body read whole (an HTTP/2 client's).
+    fn trailers(&self) -> Option<&http::HeaderMap> {
+        None
+    }
     /// The body as it comes, when it was not read whole.
     fn body(&mut self, server: &ServerSection) -> impl Source<Error = ClientFailure> + '_;
     /// How the body goes to an HTTP/1 backend: its length when known
@@ -109,6 +113,12 @@ pub trait Client: Send {
     /// Resolves when the client leaves while the router waits for the
     /// backend (its connection closes, its stream is reset).
     fn gone(&mut self) -> impl Future<Output = ()> + Send;
+    /// Whether the client already left (an HTTP/2 stream it reset), known
+    /// without waiting: a request nobody waits for is neither connected
+    /// for nor written (rapid reset must cost the backends nothing).
+    fn left(&mut self) -> bool {
+        false
+    }
     /// Sends the response head, the connection's fate decided here; the
     /// body then goes to the sink.
     fn respond(
@@ -206,12 +216,25 @@ pub async fn exchange<C: Client>(
         let Some(choice) = chosen else {
             return fail(c, r, state, true).await;
         };
+        if c.left() {
+            return Ended::Gone;
+        }
         r.attempt_started(choice.node, choice.spills, choice.slot);
         let (attempt, reused) = match upstream::connect(state, &state.backends[choice.node]).await {
+            Ok(up) if c.left() => {
+                // It left while the router connected: the connection is
+                // clean, for the next request.
+                if let Conn::H1(conn) = up {
+                    conn.done(true, server.upstream_keepalive_pool_size);
+                }
+                r.attempt_ended(state);
+                return Ended::Gone;
+            }
             Ok(up) => {
                 let reused = up.reused();
                 match attempt(e, c, state, r, up).await {
                     Tried::Done => return Ended::Answered,
+                    Tried::ClientGone => return Ended::Gone,
                     Tried::ClientFailed(f) => return client_failed(e, c, r, f).await,
                     Tried::Failed(a) => (a, reused),
                 }
@@ -246,8 +269,12 @@ pub async fn exchange<C: Client>(
 
 /// How one attempt ended.
 pub enum Tried {
-    /// The response was relayed (or the client failed while it was).
+    /// The response was relayed whole.
     Done,
+    /// The client failed while its response was written (`send_timeout_ms`
+    /// passed, or it closed): its connection ends, whatever was decided
+    /// when the head went out, since the response it has is cut short.
+    ClientGone,
     /// The backend failed it.
     Failed(Attempt),
     /// The client failed it.
@@ -312,9 +339,11 @@ async fn client_failed<C: Client>(
     }
 }
 
-/// Counts a failure of the client's while its answer was sent.
-pub fn send_failed(e: &Engine, err: SendError) {
+/// Counts a failure of the client's while its answer was sent; the
+/// attempt ends with it ([`Tried::ClientGone`]).
+pub fn send_failed(e: &Engine, err: SendError) -> Tried {
     e.metrics.client_error(err.reason());
+    Tried::ClientGone
 }
 
 /// What a failed attempt at the upstream `stage` is.

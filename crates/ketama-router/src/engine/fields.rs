@@ -363,6 +363,15 @@ pub const CONNECTION_SPECIFIC: [&[u8]; 6] = [
     b"te",
 ];
 
+/// Whether a field may pass on in a trailer section (RFC 9110 section
+/// 6.5.1): not one of the framing (`Content-Length`, `Transfer-Encoding`,
+/// `Trailer`), routing (`Host`) or connection-specific ones, which a
+/// trailer must not carry and a recipient must not act on.
+pub fn trailer_allowed(name: &[u8]) -> bool {
+    const NEVER: [&[u8]; 4] = [b"content-length", b"host", b"trailer", b"expect"];
+    !connection_specific(name) && !NEVER.iter().any(|n| name.eq_ignore_ascii_case(n))
+}
+
 /// Whether `name` is one of [`CONNECTION_SPECIFIC`] (any case).
 pub fn connection_specific(name: &[u8]) -> bool {
     CONNECTION_SPECIFIC

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWrite;
 
-use super::body::{chunk_head, LAST_CHUNK};
+use super::body::{push_chunk, push_last_chunk};
 use super::copy::{Flow, Sink};
 use super::io::{poll_write_parts, Buffered, Parts, UpstreamIo};
 use super::response_head::ResponseHead;
@@ -162,9 +162,7 @@ impl Sink for UpstreamSink<'_> {
 
     async fn push(&mut self, data: &[u8]) -> Result<Flow, UpFailure> {
         if self.chunked {
-            chunk_head(data.len(), &mut self.batch);
-            self.batch.extend_from_slice(data);
-            self.batch.extend_from_slice(b"\r\n");
+            push_chunk(data, &mut self.batch);
             if self.batch.len() >= 64 * 1024 {
                 return self.flush().await;
             }
@@ -184,9 +182,9 @@ impl Sink for UpstreamSink<'_> {
         flow
     }
 
-    async fn finish(&mut self) -> Result<Flow, UpFailure> {
+    async fn finish(&mut self, trailers: Option<&http::HeaderMap>) -> Result<Flow, UpFailure> {
         if self.chunked {
-            self.batch.extend_from_slice(LAST_CHUNK);
+            push_last_chunk(trailers, &mut self.batch);
         }
         self.flush().await
     }

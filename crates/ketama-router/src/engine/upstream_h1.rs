@@ -126,10 +126,9 @@ pub async fn attempt<C: Client>(
         let mut sink = match sink {
             Ok(s) => s,
             Err(err) => {
-                send_failed(e, err);
                 r.attempt_ended(state);
                 conn.done(false, 0);
-                return Tried::Done;
+                return send_failed(e, err);
             }
         };
         conn.io.consume(head.len);
@@ -168,10 +167,9 @@ pub async fn attempt<C: Client>(
             )
         }
         Err(CopyError::Sink(err, _)) => {
-            send_failed(e, err);
             r.attempt_ended(state);
             conn.done(false, 0);
-            Tried::Done
+            send_failed(e, err)
         }
     }
 }

@@ -182,7 +182,14 @@ pub struct Choice {
 /// first full one). `None` when no backend is left.
 pub fn choose(state: &RoutingState, route: &mut Route) -> Result<Option<Choice>, ketama::Error> {
     let table = &state.plan.table;
-    let healthy = |n: usize| state.backends[n].health.is_healthy();
+    let (need, version) = (route.need(), route.version());
+    // nginx's rule for a group of one (`peers->single`): its only server
+    // is never out of rotation for failures, only when its checks fail.
+    // The group's size is counted only when a failure took a backend out.
+    let healthy = |n: usize| {
+        let h = &state.backends[n].health;
+        h.is_healthy() || h.passes_checks() && table.group_size(need, version) == 1
+    };
     let Some(b) = &state.balance else {
         let node = table.next_where(route, healthy)?;
         return Ok(node.map(|node| Choice {

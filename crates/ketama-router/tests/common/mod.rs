@@ -19,6 +19,8 @@ pub mod differential;
 pub mod dns;
 pub mod echo;
 pub mod fleet;
+pub mod h2gen;
+pub mod h2raw;
 pub mod hook;
 pub mod mutate;
 pub mod page;
@@ -427,4 +429,13 @@ pub fn admin_call(r: &RouterProc, method: &str, path: &str, body: &str) -> Resp 
         body,
     )
     .unwrap()
+}
+
+/// CPU seconds a process has used (user + system).
+pub fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: f64 = f[11].parse::<f64>().unwrap() + f[12].parse::<f64>().unwrap();
+    ticks / 100.0
 }

@@ -31,6 +31,8 @@ pub struct Recorded {
     pub framing: Framing,
     /// The body (decoded when chunked).
     pub body: Vec<u8>,
+    /// A chunked body's trailer lines: name as written, value after `": "`.
+    pub trailers: Vec<(Vec<u8>, Vec<u8>)>,
     /// Whether the whole request arrived.
     pub complete: bool,
 }
@@ -74,6 +76,21 @@ impl Recorder {
     pub fn take(&self) -> Vec<Recorded> {
         std::mem::take(&mut *self.seen.lock().unwrap())
     }
+
+    /// What it recorded since the last call, once that is at least `n`
+    /// requests (or `limit` passed).
+    pub fn take_at_least(&self, n: usize, limit: std::time::Duration) -> Vec<Recorded> {
+        let deadline = std::time::Instant::now() + limit;
+        while self.seen.lock().unwrap().len() < n && std::time::Instant::now() < deadline {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        self.take()
+    }
+
+    /// How many it recorded since the last [`Recorder::take`].
+    pub fn count(&self) -> usize {
+        self.seen.lock().unwrap().len()
+    }
 }
 
 fn serve(c: TcpStream, seen: &Mutex<Vec<Recorded>>) {
@@ -88,6 +105,7 @@ fn serve(c: TcpStream, seen: &Mutex<Vec<Recorded>>) {
             headers: Vec::new(),
             framing: Framing::None,
             body: Vec::new(),
+            trailers: Vec::new(),
             complete: false,
         };
         loop {
@@ -107,7 +125,7 @@ fn serve(c: TcpStream, seen: &Mutex<Vec<Recorded>>) {
         let cl = rec.values("content-length").first().map(|v| v.to_vec());
         let ok = if te.is_some_and(|v| v.eq_ignore_ascii_case(b"chunked")) {
             rec.framing = Framing::Chunked;
-            read_chunked(&mut r, &mut rec.body)
+            read_chunked(&mut r, &mut rec.body, &mut rec.trailers)
         } else if let Some(n) = cl.and_then(|v| std::str::from_utf8(&v).ok()?.parse().ok()) {
             rec.framing = Framing::Length(n);
             rec.body = vec![0; n as usize];
@@ -140,7 +158,11 @@ fn read_line(r: &mut impl BufRead) -> Option<Vec<u8>> {
 }
 
 /// Reads a chunked body (strictly: both proxies write it well formed).
-fn read_chunked(r: &mut impl BufRead, body: &mut Vec<u8>) -> bool {
+fn read_chunked(
+    r: &mut impl BufRead,
+    body: &mut Vec<u8>,
+    trailers: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> bool {
     loop {
         let Some(size) = read_line(r) else {
             return false;
@@ -155,7 +177,12 @@ fn read_chunked(r: &mut impl BufRead, body: &mut Vec<u8>) -> bool {
             loop {
                 match read_line(r) {
                     Some(l) if l.is_empty() => return true,
-                    Some(_) => {}
+                    Some(l) => {
+                        let colon = l.iter().position(|&b| b == b':').unwrap_or(l.len());
+                        let value = l.get(colon + 1..).unwrap_or(&[]);
+                        let value = value.strip_prefix(b" ").unwrap_or(value);
+                        trailers.push((l[..colon].to_vec(), value.to_vec()));
+                    }
                     None => return false,
                 }
             }

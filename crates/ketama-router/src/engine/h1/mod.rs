@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ketama_config::model::ServerSection;
 
-use super::body::{chunk_head, Framing, LAST_CHUNK};
+use super::body::{push_chunk, push_last_chunk, Framing};
 use super::buffers;
 use super::copy::{BodyError, BodySource, Flow, Piece, Sink, Source};
 use super::exchange::{Client, ClientFailure, Respond, SMALL_BODY};
@@ -346,9 +346,7 @@ impl Sink for ClientSink<'_> {
             if self.batch.capacity() == 0 {
                 self.batch = buffers::take();
             }
-            chunk_head(data.len(), &mut self.batch);
-            self.batch.extend_from_slice(data);
-            self.batch.extend_from_slice(b"\r\n");
+            push_chunk(data, &mut self.batch);
             if self.batch.len() >= 64 * 1024 {
                 self.flush().await?;
             }
@@ -368,12 +366,12 @@ impl Sink for ClientSink<'_> {
         r.map(|()| Flow::Go)
     }
 
-    async fn finish(&mut self) -> Result<Flow, SendError> {
+    async fn finish(&mut self, trailers: Option<&http::HeaderMap>) -> Result<Flow, SendError> {
         if self.chunked {
             if self.batch.capacity() == 0 {
                 self.batch = buffers::take();
             }
-            self.batch.extend_from_slice(LAST_CHUNK);
+            push_last_chunk(trailers, &mut self.batch);
         }
         self.flush().await
     }

@@ -17,9 +17,10 @@ use h2::{RecvStream, SendStream};
 use http::HeaderName;
 use ketama_config::model::ServerSection;
 
+use super::body::{H2Sink, RecvSource};
 use super::Open;
 use crate::engine::body::Framing;
-use crate::engine::copy::{Flow, Piece, Sink, Source};
+use crate::engine::copy::{Flow, Sink, Source};
 use crate::engine::exchange::{self, Client, ClientFailure, Ended, Respond, SMALL_BODY};
 use crate::engine::fields::connection_specific;
 use crate::engine::head_write::answer_body;
@@ -37,7 +38,9 @@ use crate::policy::route::RequestView;
 pub struct H2Request<'a> {
     /// The parts.
     pub parts: &'a http::request::Parts,
-    /// Its `cookie` fields joined with `; ` (two or more of them).
+    /// Its `cookie` fields joined with `; ` (one as it is), forwarded
+    /// after every other field, as nginx forwards them
+    /// (`ngx_http_v2_construct_cookie_header`).
     pub cookie: Option<&'a [u8]>,
 }
 
@@ -64,11 +67,10 @@ impl Req for H2Request<'_> {
     }
 
     fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        let joined = self.cookie.is_some();
         self.parts
             .headers
             .iter()
-            .filter(move |(n, _)| !(joined && *n == http::header::COOKIE))
+            .filter(|(n, _)| *n != http::header::COOKIE)
             .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
             .chain(self.cookie.map(|c| (&b"cookie"[..], c)))
     }
@@ -99,7 +101,7 @@ impl RequestView for H2Request<'_> {
     }
 
     fn header(&self, name: &HeaderName) -> Option<&[u8]> {
-        if name == http::header::COOKIE && self.cookie.is_some() {
+        if name == http::header::COOKIE {
             return self.cookie;
         }
         self.parts.headers.get(name).map(|v| v.as_bytes())
@@ -123,8 +125,9 @@ pub struct H2Client {
     respond: SendResponse<Bytes>,
     peer: Option<IpAddr>,
     tls: bool,
-    /// The body, when read whole.
+    /// The body, when read whole, and the trailers that ended it.
     buffered: Option<Vec<u8>>,
+    trailers: Option<http::HeaderMap>,
     /// The body was read to its end.
     read_whole: bool,
     send_timeout: Duration,
@@ -154,6 +157,7 @@ pub(super) async fn stream(
         peer,
         tls,
         buffered: None,
+        trailers: None,
         send_timeout: Duration::from_millis(server.send_timeout_ms),
     };
     let mut r = Record::default();
@@ -195,135 +199,6 @@ fn join_cookies(h: &http::HeaderMap) -> Option<Vec<u8>> {
     Some(v)
 }
 
-/// A body as its DATA frames come (a client's request body, a backend's
-/// response body), each frame's window given back as the frame is passed
-/// on; a wait longer than `timeout` fails with `timed_out`, a reset or
-/// error with `closed`.
-pub struct RecvSource<'a, E> {
-    pub(crate) recv: &'a mut RecvStream,
-    /// A frame read and not yet handed out.
-    pub(crate) held: Option<Bytes>,
-    /// The frame handed out last (kept while it is passed on).
-    pub(crate) out: Option<Bytes>,
-    pub(crate) timeout: Duration,
-    pub(crate) timed_out: E,
-    pub(crate) closed: E,
-    /// Set at the body's end.
-    pub(crate) read_whole: Option<&'a mut bool>,
-}
-
-/// A client's request body on HTTP/2.
-pub type H2Body<'a> = RecvSource<'a, ClientFailure>;
-
-impl<'a, E> RecvSource<'a, E> {
-    /// `recv`'s body.
-    pub fn new(recv: &'a mut RecvStream, timeout: Duration, timed_out: E, closed: E) -> Self {
-        RecvSource {
-            recv,
-            held: None,
-            out: None,
-            timeout,
-            timed_out,
-            closed,
-            read_whole: None,
-        }
-    }
-}
-
-impl<E: Copy + Send> Source for RecvSource<'_, E> {
-    type Error = E;
-
-    fn piece(&mut self) -> Result<Piece<'_>, E> {
-        if let Some(b) = self.held.take() {
-            let _ = self.recv.flow_control().release_capacity(b.len());
-            let out = self.out.insert(b);
-            return Ok(Piece::Data(&out[..]));
-        }
-        if self.recv.is_end_stream() {
-            if let Some(w) = self.read_whole.as_deref_mut() {
-                *w = true;
-            }
-            return Ok(Piece::End);
-        }
-        Ok(Piece::More)
-    }
-
-    async fn read_more(&mut self) -> Result<(), E> {
-        self.out = None;
-        match tokio::time::timeout(self.timeout, self.recv.data()).await {
-            Ok(Some(Ok(b))) => {
-                self.held = Some(b);
-                Ok(())
-            }
-            Ok(None) => Ok(()),
-            Ok(Some(Err(_))) => Err(self.closed),
-            Err(_) => Err(self.timed_out),
-        }
-    }
-}
-
-/// Where a body goes on an HTTP/2 stream: DATA frames as the peer's
-/// window allows, within `timeout` for each grant (its progress rule, as
-/// HTTP/1's `send_timeout_ms`).
-pub struct H2Sink<'a> {
-    pub(crate) send: &'a mut SendStream<Bytes>,
-    pub(crate) timeout: Duration,
-}
-
-impl H2Sink<'_> {
-    /// Sends `data` (and the stream's end with `end`).
-    pub async fn send_data(&mut self, mut data: &[u8], end: bool) -> Result<(), SendError> {
-        while !data.is_empty() {
-            self.send.reserve_capacity(data.len());
-            let granted = std::future::poll_fn(|cx| match self.send.poll_capacity(cx) {
-                Poll::Ready(Some(Ok(n))) if n > 0 => Poll::Ready(Ok(n)),
-                Poll::Ready(Some(Ok(_))) => Poll::Pending,
-                Poll::Ready(Some(Err(_)) | None) => Poll::Ready(Err(SendError::Closed)),
-                Poll::Pending => Poll::Pending,
-            });
-            let n = match tokio::time::timeout(self.timeout, granted).await {
-                Ok(r) => r?,
-                Err(_) => {
-                    self.send.send_reset(h2::Reason::CANCEL);
-                    return Err(SendError::TimedOut);
-                }
-            };
-            let n = n.min(data.len());
-            let last = end && n == data.len();
-            self.send
-                .send_data(Bytes::copy_from_slice(&data[..n]), last)
-                .map_err(|_| SendError::Closed)?;
-            data = &data[n..];
-        }
-        if end {
-            self.send
-                .send_data(Bytes::new(), true)
-                .map_err(|_| SendError::Closed)?;
-        }
-        Ok(())
-    }
-}
-
-impl Sink for H2Sink<'_> {
-    type Error = SendError;
-
-    async fn push(&mut self, data: &[u8]) -> Result<Flow, SendError> {
-        self.send_data(data, false).await.map(|()| Flow::Go)
-    }
-
-    async fn flush(&mut self) -> Result<Flow, SendError> {
-        Ok(Flow::Go)
-    }
-
-    async fn finish(&mut self) -> Result<Flow, SendError> {
-        self.send_data(&[], true).await.map(|()| Flow::Go)
-    }
-
-    async fn abort(&mut self) {
-        self.send.send_reset(h2::Reason::CANCEL);
-    }
-}
-
 /// A response head for an HTTP/2 client from any backend's: the status,
 /// the fields less those HTTP/2 forbids and those the router writes
 /// itself (`Date`), then the router's `Date` and `x-ketama-*` fields.
@@ -363,9 +238,13 @@ pub fn response<'k>(
 
 impl Client for H2Client {
     fn request(&self) -> impl Req + '_ {
+        let one = || {
+            let c = self.parts.headers.get(http::header::COOKIE)?;
+            Some(c.as_bytes())
+        };
         H2Request {
             parts: &self.parts,
-            cookie: self.cookie.as_deref(),
+            cookie: self.cookie.as_deref().or_else(one),
         }
     }
 
@@ -407,6 +286,12 @@ impl Client for H2Client {
                 Err(_) => return Err(ClientFailure::TimedOut),
             }
         }
+        // The DATA frames ended: with the stream, or with trailers.
+        match tokio::time::timeout(timeout, self.recv.trailers()).await {
+            Ok(Ok(t)) => self.trailers = t,
+            Ok(Err(_)) => return Err(ClientFailure::Disconnected),
+            Err(_) => return Err(ClientFailure::TimedOut),
+        }
         self.buffered = Some(body);
         self.read_whole = true;
         Ok(())
@@ -414,6 +299,10 @@ impl Client for H2Client {
 
     fn buffered(&self) -> Option<&[u8]> {
         self.buffered.as_deref()
+    }
+
+    fn trailers(&self) -> Option<&http::HeaderMap> {
+        self.trailers.as_ref()
     }
 
     fn body(&mut self, server: &ServerSection) -> impl Source<Error = ClientFailure> + '_ {
@@ -438,6 +327,14 @@ impl Client for H2Client {
 
     async fn gone(&mut self) {
         let _ = std::future::poll_fn(|cx| self.respond.poll_reset(cx)).await;
+    }
+
+    fn left(&mut self) -> bool {
+        let waker = futures_util::task::noop_waker();
+        let mut cx = std::task::Context::from_waker(&waker);
+        // Ready with the reset's reason, or with an error when the
+        // connection itself is gone: either way nobody waits.
+        self.respond.poll_reset(&mut cx).is_ready()
     }
 
     async fn respond(
@@ -521,7 +418,7 @@ impl Sink for H2Out {
         Ok(Flow::Go)
     }
 
-    async fn finish(&mut self) -> Result<Flow, SendError> {
+    async fn finish(&mut self, trailers: Option<&http::HeaderMap>) -> Result<Flow, SendError> {
         if self.ended {
             return Ok(Flow::Go);
         }
@@ -530,7 +427,7 @@ impl Sink for H2Out {
             send: &mut self.send,
             timeout: self.timeout,
         }
-        .finish()
+        .finish(trailers)
         .await
     }
 

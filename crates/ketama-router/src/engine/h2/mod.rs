@@ -15,6 +15,9 @@
 //! | `client_body_timeout_ms` | per stream, between two DATA frames: 408 on that stream |
 //! | `send_timeout_ms` | per stream, no flow-control window granted for it: the stream is reset |
 //! | resets | streams the client resets before the router accepts them: 20 (`h2`'s pending-accept budget); streams the router must reset for a client's error: 1,024; streams the client resets after they were accepted: [`RESET_BUDGET`], earned back by streams answered whole; past any of them the connection ends (`GOAWAY`) |
+//! | floods | bytes that carry no payload past an eighth of all bytes less 1 MiB: `GOAWAY NO_ERROR`; PRIORITY frames past `max(streams, 100)` plus `streams` per HEADERS: `GOAWAY ENHANCE_YOUR_CALM` (nginx's budgets, [`scan`]) |
+//! | `keepalive_requests` | streams one connection may open; the last one allowed is answered, then `GOAWAY` (graceful) |
+//! | `keepalive_time_ms` | a connection's whole life: then `GOAWAY` (graceful), its open streams finished |
 //!
 //! RFC 9113's rules are the `h2` crate's: connection-specific fields
 //! (`Connection`, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`,
@@ -35,13 +38,15 @@ use super::Engine;
 use crate::drain::Drain;
 use crate::metrics::OpenConnection;
 
+pub mod body;
 pub mod client;
 pub mod guard;
 pub mod rules;
 mod scan;
 pub mod upstream;
 
-pub use client::{H2Client, H2Request, H2Sink, RecvSource};
+pub use body::{H2Sink, RecvSource};
+pub use client::{H2Client, H2Request};
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -114,18 +119,22 @@ pub async fn serve(
         .max_local_error_reset_streams(Some(1024))
         .max_concurrent_reset_streams(10)
         .max_send_buffer_size(server.body_buffer_bytes.min(1 << 20));
+    let max_streams = server.keepalive_requests;
+    let ends_at = tokio::time::Instant::now() + Duration::from_millis(server.keepalive_time_ms);
+    let concurrent = server.h2_max_concurrent_streams;
     drop(state);
-    let guarded = guard::Guarded::new(io, early, header_timeout);
-    let expired = guarded.expired();
+    let guarded = guard::Guarded::new(io, early, header_timeout, concurrent);
+    let watch = guarded.watch();
     let mut conn = match builder.handshake::<_, Bytes>(guarded).await {
         Ok(c) => c,
         Err(_) => {
-            if expired.load(Relaxed) {
+            if watch.expired() {
                 engine.metrics.client_error("header_timeout");
             }
             return;
         }
     };
+    let mut accepted_streams = 0u64;
     let streams = Arc::new(Streams {
         budget: AtomicI64::new(RESET_BUDGET),
         ..Streams::default()
@@ -147,9 +156,16 @@ pub async fn serve(
                 Some(Ok((req, respond))) => {
                     let open = Open::new(&streams);
                     tokio::spawn(client::stream(engine.clone(), req, respond, peer, tls, open));
+                    accepted_streams += 1;
+                    if accepted_streams >= max_streams && !stopping {
+                        // nginx's keepalive_requests: this stream is
+                        // served, the client opens the next elsewhere.
+                        conn.graceful_shutdown();
+                        stopping = true;
+                    }
                 }
                 Some(Err(e)) => {
-                    if expired.load(Relaxed) {
+                    if watch.expired() {
                         engine.metrics.client_error("header_timeout");
                     }
                     tracing::debug!("HTTP/2 connection ended: {e}");
@@ -173,6 +189,20 @@ pub async fn serve(
             }
             () = &mut closing, if !stopping => {
                 conn.graceful_shutdown();
+                stopping = true;
+            }
+            () = tokio::time::sleep_until(ends_at), if !stopping => {
+                // nginx's keepalive_time.
+                conn.graceful_shutdown();
+                stopping = true;
+            }
+            () = watch.flooded.notified() => {
+                let (reason, why) = match watch.flood() {
+                    Some(scan::Flood::Priority) => (h2::Reason::ENHANCE_YOUR_CALM, "h2_priority_flood"),
+                    _ => (h2::Reason::NO_ERROR, "h2_flood"),
+                };
+                engine.metrics.client_error(why);
+                conn.abrupt_shutdown(reason);
                 stopping = true;
             }
         }

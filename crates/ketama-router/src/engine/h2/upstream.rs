@@ -17,7 +17,7 @@ use bytes::Bytes;
 use h2::client::SendRequest;
 use http::HeaderName;
 
-use super::client::{H2Sink, RecvSource};
+use super::body::{H2Sink, RecvSource};
 use crate::engine::body::Framing;
 use crate::engine::copy::{copy, Copied, CopyError};
 use crate::engine::exchange::{failed, send_failed, Client, ClientFailure, Respond, Tried};
@@ -213,7 +213,7 @@ pub async fn attempt<C: Client>(
         Ok(Err(_)) => return failed(Stage::AwaitingHead, Failure::Broken),
         Err(_) => return failed(Stage::AwaitingHead, Failure::Timeout),
     };
-    let empty = c.buffered().is_some_and(|b| b.is_empty());
+    let empty = c.buffered().is_some_and(|b| b.is_empty()) && c.trailers().is_none();
     let (response, mut stream) = match send.send_request(req, empty) {
         Ok(s) => s,
         Err(_) => return failed(Stage::AwaitingHead, Failure::Broken),
@@ -224,11 +224,12 @@ pub async fn attempt<C: Client>(
         timeout: limits.write_timeout,
     };
     let sent = match c.buffered() {
-        Some([]) => Ok(()),
-        Some(body) => sink
-            .send_data(body, true)
-            .await
-            .map_err(|_| failed(Stage::AwaitingHead, Failure::Broken)),
+        Some(_) if empty => Ok(()),
+        Some(body) => match sink.send_data(body, false).await {
+            Ok(()) => sink.end(c.trailers()),
+            Err(e) => Err(e),
+        }
+        .map_err(|_| failed(Stage::AwaitingHead, Failure::Broken)),
         None => {
             let mut body = c.body(server);
             match copy(&mut body, &mut sink).await {
@@ -286,9 +287,8 @@ pub async fn attempt<C: Client>(
     let mut out = match out {
         Ok(o) => o,
         Err(err) => {
-            send_failed(e, err);
             r.attempt_ended(state);
-            return Tried::Done;
+            return send_failed(e, err);
         }
     };
     let mut body = RecvSource::new(
@@ -310,9 +310,8 @@ pub async fn attempt<C: Client>(
         }
         Err(CopyError::Sink(err, b)) => {
             r.bytes_sent = b;
-            send_failed(e, err);
             r.attempt_ended(state);
-            Tried::Done
+            send_failed(e, err)
         }
     }
 }
