@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../fuzz"
 SECS=${1:-30}
 shift || true
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(servers_file router_config admin_json request_line haproxy_config routing_key engine_head etcd_answers cache_file pem_files)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(servers_file router_config admin_json request_line haproxy_config routing_key engine_head etcd_answers cache_file pem_files h2_frames)
 
 TOOLCHAIN=()
 if [ "${FUZZ_TOOLCHAIN:-}" != stable ] && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then

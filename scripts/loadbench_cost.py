@@ -177,10 +177,11 @@ def cost(lb):
     use_perf = perf_works()
     lb.log(f"cost (perf stat: {'yes' if use_perf else 'no, /proc only'})")
     base = 18800
-    procs = [
-        ("ketama-router", base, lb.router(base, 1, server_extra="max_connections = 12000")[0]),
-        ("stock Pingora (jemalloc)", base + 2, lb.stock(base + 2, 1, binary="stock-jemalloc")),
-    ]
+    procs = [("ketama-router", base, lb.router(base, 1, server_extra="max_connections = 12000")[0])]
+    # COST_WITHOUT_STOCK=1 leaves stock Pingora out (an A/B of the router
+    # against its baseline and nginx needs no Pingora build).
+    if not os.environ.get("COST_WITHOUT_STOCK"):
+        procs.append(("stock Pingora (jemalloc)", base + 2, lb.stock(base + 2, 1, binary="stock-jemalloc")))
     # BASELINE_BIN=DIR: DIR/router, built before a change, in the same
     # interleaved rounds (an A/B of that change).
     baseline = os.environ.get("BASELINE_BIN")

@@ -340,3 +340,24 @@ fn a_migration_to_other_servers_counts_each_server_once() {
     drop(held);
     assert_eq!(tracker.total(), 0);
 }
+
+/// The group a route picks from: the ring's serving nodes, or those of a
+/// label requirement; a down node is not in it. One node left is the
+/// group of one the router never takes out of rotation.
+#[test]
+fn a_group_is_the_serving_eligible_nodes() {
+    let all: Vec<Node> = (0..6)
+        .map(|i| {
+            Node::new(format!("10.0.0.{i}:80"), 1)
+                .with_labels([if i == 0 { "solo" } else { "many" }])
+                .with_down(i == 5)
+        })
+        .collect();
+    let ring = common::arc_ring(all, Scheme::Nginx, Layout::Compact, 40);
+    let mut table = RouteTable::new(ring);
+    let solo = table.need(&["solo"]).unwrap();
+    let many = table.need(&["many"]).unwrap();
+    assert_eq!(table.group_size(None, Version::Only), 5);
+    assert_eq!(table.group_size(Some(many), Version::Only), 4);
+    assert_eq!(table.group_size(Some(solo), Version::Only), 1);
+}

@@ -204,7 +204,7 @@ fn read_request(r: &mut impl BufRead) -> std::io::Result<Option<String>> {
         }
     }
     let target = line.split_whitespace().nth(1).unwrap_or("").to_string();
-    let mut length = 0usize;
+    let (mut length, mut chunked) = (0usize, false);
     loop {
         let mut h = String::new();
         if r.read_line(&mut h)? == 0 {
@@ -217,9 +217,43 @@ fn read_request(r: &mut impl BufRead) -> std::io::Result<Option<String>> {
             if k.trim().eq_ignore_ascii_case("content-length") {
                 length = v.trim().parse().unwrap_or(0);
             }
+            if k.trim().eq_ignore_ascii_case("transfer-encoding") {
+                chunked = v.trim().eq_ignore_ascii_case("chunked");
+            }
         }
+    }
+    if chunked {
+        return Ok(skip_chunked(r)?.then_some(target));
     }
     let mut body = vec![0u8; length];
     r.read_exact(&mut body)?;
     Ok(Some(target))
+}
+
+/// Reads a chunked body and its trailer section (strictly: a stray
+/// last-chunk after it would be read as the next request); whether it
+/// ended well.
+fn skip_chunked(r: &mut impl BufRead) -> std::io::Result<bool> {
+    loop {
+        let mut size = String::new();
+        if r.read_line(&mut size)? == 0 {
+            return Ok(false);
+        }
+        let Ok(n) = usize::from_str_radix(size.trim().split(';').next().unwrap_or(""), 16) else {
+            return Ok(false);
+        };
+        if n == 0 {
+            loop {
+                let mut t = String::new();
+                if r.read_line(&mut t)? == 0 {
+                    return Ok(false);
+                }
+                if t.trim().is_empty() {
+                    return Ok(true);
+                }
+            }
+        }
+        let mut data = vec![0u8; n + 2];
+        r.read_exact(&mut data)?;
+    }
 }

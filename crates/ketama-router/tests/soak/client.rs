@@ -1,7 +1,8 @@
 //! The soak's clients: HTTP/1.1 over keep-alive connections, a new
-//! connection per request, and TLS (keep-alive, a new handshake every
+//! connection per request, TLS (keep-alive, a new handshake every
 //! [`TLS_REQUESTS_PER_CONNECTION`] requests, so certificate rotations meet
-//! fresh handshakes), each answer recorded as the client saw it
+//! fresh handshakes), and HTTP/2 with prior knowledge (uploads, trailers
+//! and resets: [`crate::h2client`]), each answer recorded as the client saw it
 //! (status, the backend the router named, whether the body was whole and
 //! from that backend) with when it started and ended.
 
@@ -67,6 +68,7 @@ impl Conn for rustls::StreamOwned<rustls::ClientConnection, TcpStream> {}
 enum Via {
     Plain { keep_alive: bool },
     Tls(Arc<rustls::ClientConfig>),
+    H2c,
 }
 
 impl Via {
@@ -75,6 +77,7 @@ impl Via {
             Via::Plain { keep_alive: true } => "k",
             Via::Plain { keep_alive: false } => "n",
             Via::Tls(_) => "t",
+            Via::H2c => "h",
         }
     }
 
@@ -112,7 +115,7 @@ pub struct Clients {
 impl Clients {
     /// For each router (its plain and its TLS address), one client on a
     /// keep-alive connection, one opening a new connection per request,
-    /// and one over TLS trusting `tls`.
+    /// one over TLS trusting `tls`, and one over h2c.
     pub fn start(routers: &[(SocketAddr, SocketAddr)], tls: &Arc<rustls::ClientConfig>) -> Clients {
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
@@ -121,6 +124,7 @@ impl Clients {
                 (plain, Via::Plain { keep_alive: true }),
                 (plain, Via::Plain { keep_alive: false }),
                 (secure, Via::Tls(tls.clone())),
+                (plain, Via::H2c),
             ] {
                 let stop = stop.clone();
                 threads.push(std::thread::spawn(move || run(n, addr, &via, &stop)));
@@ -150,6 +154,7 @@ fn run(router: usize, addr: SocketAddr, via: &Via, stop: &AtomicBool) -> (Vec<Re
     let tag = via.tag();
     let mut records = Vec::new();
     let mut conn: Option<BufReader<Box<dyn Conn>>> = None;
+    let mut h2: Option<crate::h2client::H2Conn> = None;
     let mut raced = 0;
     let mut i = 0u64;
     while !stop.load(Relaxed) {
@@ -159,6 +164,19 @@ fn run(router: usize, addr: SocketAddr, via: &Via, stop: &AtomicBool) -> (Vec<Re
         }
         i += 1;
         let start = Instant::now();
+        if matches!(via, Via::H2c) {
+            let (backend, outcome) = crate::h2client::exchange(&mut h2, addr, &target, i);
+            let end = Instant::now();
+            records.push(Record {
+                router,
+                target,
+                start,
+                end,
+                backend,
+                outcome,
+            });
+            continue;
+        }
         let reused = conn.is_some();
         let mut got = exchange(&mut conn, addr, &target, via);
         if reused && matches!(&got, Err(Silent)) {
@@ -202,7 +220,7 @@ fn exchange(
         };
         let _ = tcp.set_read_timeout(Some(Duration::from_secs(10)));
         let c: Box<dyn Conn> = match via {
-            Via::Plain { .. } => Box::new(tcp),
+            Via::Plain { .. } | Via::H2c => Box::new(tcp),
             Via::Tls(config) => {
                 let name = rustls_pki_types::ServerName::try_from(TLS_NAME).unwrap();
                 let mut tls = rustls::ClientConnection::new(config.clone(), name).unwrap();

@@ -33,6 +33,7 @@
 mod common;
 
 mod client;
+mod h2client;
 mod judge;
 mod procs;
 mod report;

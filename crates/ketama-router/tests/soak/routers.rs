@@ -11,12 +11,13 @@ use crate::common::tls::Issued;
 use crate::common::*;
 
 /// Each router's own `[server]` limits, beyond the fleet tests' file: a
-/// stalled backend costs 800 ms, one failure takes a backend out for 2 s.
+/// stalled backend costs 800 ms, one failure takes a backend out for 2 s;
+/// plain listeners take h2c too (the HTTP/2 client's).
 /// A grace period of 1 s (the default), not the fleet tests' 0: at 0 the
 /// upgraded process's runtimes stop at once when its accept loop ends,
 /// and a request on a connection it had just accepted is cut without an
 /// answer (the 30-minute run of 2026-12-04, seed 12564398140815829341).
-const SERVER: &str = "grace_period_seconds = 1\nretries = 2\nconnect_timeout_ms = 300\nread_timeout_ms = 800\nmax_fails = 1\nfail_timeout_ms = 2000\n";
+const SERVER: &str = "h2c = true\ngrace_period_seconds = 1\nretries = 2\nconnect_timeout_ms = 300\nread_timeout_ms = 800\nmax_fails = 1\nfail_timeout_ms = 2000\n";
 
 /// One router of the soak.
 pub struct Router {
