@@ -562,6 +562,12 @@ for section in SECTIONS:
         import loadbench_cost
         loadbench_cost.cost(sys.modules[__name__])
         continue
+    if section == "h2":
+        # HTTP/2 alone: the cost section's last part.
+        import loadbench_cost
+        import loadbench_h2
+        loadbench_h2.h2_costs(sys.modules[__name__], loadbench_cost, loadbench_cost.perf_works(), {})
+        continue
     {"throughput": throughput, "alloc": alloc, "balance": balance, "scale": scale, "flood": flood,
      "access_log": access_log}[section]()
 import loadbench_report

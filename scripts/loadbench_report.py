@@ -39,7 +39,8 @@ def summary(lb):
         print(f"| 10,000 connections, KiB each | {c[0][8]:.1f} | {c[1][8]:.1f} | - | {c[2][8]:.1f} "
               f"| {c[0][8] / c[1][8]:.2f} | {c[0][8] / c[2][8]:.2f} |")
     k = lb.SUMMARY.get("cost")
-    if k:
+    # Without stock Pingora (COST_WITHOUT_STOCK), its tables are all.
+    if k and "stock Pingora (jemalloc)" in k:
         rt, st = k["ketama-router"], k["stock Pingora (jemalloc)"]
         ng = next(v for n, v in k.items() if n.startswith("nginx"))
         print(f"| small request, CPU us (counted) | {rt['cpu_us']:.1f} | {st['cpu_us']:.1f} | - | {ng['cpu_us']:.1f} "

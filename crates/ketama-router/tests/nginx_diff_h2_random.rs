@@ -212,7 +212,7 @@ fn compare(c: &Case, n: &Side2, r: &Side2) -> (Vec<String>, Option<&'static str>
 
 fn differential(p: &Pair, seed: u64, cases: u64) -> Vec<String> {
     let mut failures = Vec::new();
-    let mut tally: BTreeMap<&str, u64> = BTreeMap::new();
+    let mut tally: BTreeMap<String, u64> = BTreeMap::new();
     for i in 0..cases {
         let c = case(seed, i);
         let (n, r) = std::thread::scope(|s| {
@@ -220,41 +220,35 @@ fn differential(p: &Pair, seed: u64, cases: u64) -> Vec<String> {
             (n.join().unwrap(), run(&p.router_side, &c))
         });
         let (d, excused) = compare(&c, &n, &r);
-        *tally
-            .entry(excused.unwrap_or(if d.is_empty() { "same" } else { "differ" }))
-            .or_default() += 1;
+        let verdict = match excused {
+            Some(e) => format!("cases ending a connection over {e}"),
+            None if d.is_empty() => "cases compared whole, the same".into(),
+            None => "cases differing".into(),
+        };
+        *tally.entry(verdict).or_default() += 1;
         for (who, side) in [("nginx", &n), ("router", &r)] {
-            if let Some((_, code)) = side.read.goaway {
+            if side.read.goaway.is_some_and(|g| g.1 != 0) {
                 *tally
-                    .entry(if who == "nginx" {
-                        "nginx goaway"
-                    } else {
-                        "router goaway"
-                    })
+                    .entry(format!("{who}: GOAWAY with an error"))
                     .or_default() += 1;
-                if code != 0 {
-                    *tally
-                        .entry(if who == "nginx" {
-                            "nginx goaway error"
-                        } else {
-                            "router goaway error"
-                        })
-                        .or_default() += 1;
-                }
             }
         }
         for s in &c.streams {
-            if let Some(e) = excuse(s) {
-                *tally.entry(e).or_default() += 1;
-            }
+            let key = match excuse(s) {
+                Some(e) => format!("streams excused: {e}"),
+                None if s.reset() => "streams reset by the client".into(),
+                None => "streams compared".into(),
+            };
+            *tally.entry(key).or_default() += 1;
         }
         let forwarded = c
             .streams
             .iter()
             .filter(|s| r.forwarded.contains_key(&s.path))
             .count();
-        *tally.entry("streams forwarded").or_default() += forwarded as u64;
-        *tally.entry("streams").or_default() += c.streams.len() as u64;
+        *tally
+            .entry("streams the router forwarded whole".into())
+            .or_default() += forwarded as u64;
         if !d.is_empty() {
             failures.push(format!(
                 "seed {seed} case {i} ({:?}):\n  {}",
@@ -263,7 +257,10 @@ fn differential(p: &Pair, seed: u64, cases: u64) -> Vec<String> {
             ));
         }
     }
-    eprintln!("seed {seed}, {cases} cases: {tally:?}");
+    eprintln!("seed {seed}, {cases} cases:");
+    for (k, v) in &tally {
+        eprintln!("  {k}: {v}");
+    }
     failures
 }
 

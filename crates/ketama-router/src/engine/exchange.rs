@@ -116,8 +116,8 @@ pub trait Client: Send {
     /// Whether the client already left (an HTTP/2 stream it reset), known
     /// without waiting: a request nobody waits for is neither connected
     /// for nor written (rapid reset must cost the backends nothing).
-    fn left(&mut self) -> bool {
-        false
+    fn left(&mut self) -> impl Future<Output = bool> + Send {
+        async { false }
     }
     /// Sends the response head, the connection's fate decided here; the
     /// body then goes to the sink.
@@ -216,12 +216,12 @@ pub async fn exchange<C: Client>(
         let Some(choice) = chosen else {
             return fail(c, r, state, true).await;
         };
-        if c.left() {
+        if c.left().await {
             return Ended::Gone;
         }
         r.attempt_started(choice.node, choice.spills, choice.slot);
         let (attempt, reused) = match upstream::connect(state, &state.backends[choice.node]).await {
-            Ok(up) if c.left() => {
+            Ok(up) if c.left().await => {
                 // It left while the router connected: the connection is
                 // clean, for the next request.
                 if let Conn::H1(conn) = up {

@@ -329,12 +329,13 @@ impl Client for H2Client {
         let _ = std::future::poll_fn(|cx| self.respond.poll_reset(cx)).await;
     }
 
-    fn left(&mut self) -> bool {
-        let waker = futures_util::task::noop_waker();
-        let mut cx = std::task::Context::from_waker(&waker);
-        // Ready with the reset's reason, or with an error when the
-        // connection itself is gone: either way nobody waits.
-        self.respond.poll_reset(&mut cx).is_ready()
+    async fn left(&mut self) -> bool {
+        // Polled once, with this task's own context: `h2` keeps the waker
+        // as the stream's send task, and a stand-in one would lose the
+        // wake-ups the stream's sending needs. Ready with the reset's
+        // reason, or with an error when the connection is gone: either
+        // way nobody waits.
+        std::future::poll_fn(|cx| Poll::Ready(self.respond.poll_reset(cx).is_ready())).await
     }
 
     async fn respond(
