@@ -224,13 +224,17 @@ fn request_trailers_end_the_body_and_pass_on_where_the_framing_carries_them() {
 fn streams_reset_before_the_router_connects_are_not_forwarded() {
     let o = Recorder::start();
     let (r, _d) = router(&o, "");
-    // Rapid reset: HEADERS and RST_STREAM, ten pairs a write, on
-    // connection after connection, 2,000 streams in all.
-    let mut sent = 0;
-    while sent < 2_000 {
+    // Rapid reset as the issue measured it: HEADERS and RST_STREAM, ten
+    // pairs a write, for 3 s, on connection after connection (the router
+    // ends one after its reset budget). A sustained flood is what lets a
+    // read end between a HEADERS and its RST: then the stream is handed
+    // out before its reset is read.
+    let mut sent = 0u64;
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
         let mut c = h2raw::connect(r.proxy);
         let mut id = 1u32;
-        while sent < 2_000 {
+        while Instant::now() < until {
             let mut batch = Vec::new();
             for _ in 0..10 {
                 batch.extend(headers(
@@ -255,10 +259,14 @@ fn streams_reset_before_the_router_connects_are_not_forwarded() {
     let mut rd = Reader::default();
     assert!(rd.until(&mut c, WAIT, |x| x.stream(1).done()));
     assert_eq!(rd.read.stream(1).status, Some(200));
-    let forwarded = o.take().len() - 1;
+    let forwarded = o.take().len() as u64 - 1;
+    eprintln!("rapid reset: {forwarded} of {sent} reset streams forwarded");
+    // At most one in 10,000 (nginx handed its origin one stream of a
+    // run like this; the router before this check, about one in 1,000:
+    // 2,380 of 2,434,030).
     assert!(
-        forwarded <= 20,
-        "{forwarded} of 2000 reset streams reached the origin (at most 1%)"
+        forwarded * 10_000 <= sent,
+        "{forwarded} of {sent} reset streams reached the origin (at most 0.01%)"
     );
 }
 
@@ -357,8 +365,13 @@ fn a_connection_serves_keepalive_requests_streams_then_goes_away() {
         assert!(rd.until(&mut c, WAIT, |x| x.stream(id).done()));
         assert_eq!(rd.read.stream(id).status, Some(200), "stream {id}");
     }
+    // A graceful GOAWAY comes twice (RFC 9113 section 6.8): first naming
+    // the largest stream id, with a PING, then, after the PING's ACK, the
+    // last stream served.
     assert!(
-        rd.until(&mut c, WAIT, |x| x.goaway.is_some()),
+        rd.until(&mut c, WAIT, |x| x
+            .goaway
+            .is_some_and(|g| g.0 != 0x7fff_ffff)),
         "{:?}",
         rd.read
     );
