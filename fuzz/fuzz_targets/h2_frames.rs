@@ -33,7 +33,10 @@ struct World {
 }
 
 fn free() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
 }
 
 fn line(r: &mut impl BufRead) -> Option<String> {
@@ -41,7 +44,11 @@ fn line(r: &mut impl BufRead) -> Option<String> {
     if r.read_until(b'\n', &mut l).ok()? == 0 || l.last() != Some(&b'\n') {
         return None;
     }
-    Some(String::from_utf8_lossy(&l).trim_end_matches(['\r', '\n']).to_string())
+    Some(
+        String::from_utf8_lossy(&l)
+            .trim_end_matches(['\r', '\n'])
+            .to_string(),
+    )
 }
 
 /// The origin's side of one connection: requests read strictly, each
@@ -67,7 +74,8 @@ fn serve(c: TcpStream, seen: &Mutex<Vec<Seen>>) -> Option<()> {
         let mut body = Vec::new();
         if chunked {
             loop {
-                let size = usize::from_str_radix(line(&mut r)?.split(';').next()?.trim(), 16).ok()?;
+                let size =
+                    usize::from_str_radix(line(&mut r)?.split(';').next()?.trim(), 16).ok()?;
                 if size == 0 {
                     while !line(&mut r)?.is_empty() {}
                     break;
@@ -82,7 +90,8 @@ fn serve(c: TcpStream, seen: &Mutex<Vec<Seen>>) -> Option<()> {
             r.read_exact(&mut body).ok()?;
         }
         seen.lock().unwrap().push((first, body));
-        w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n").ok()?;
+        w.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")
+            .ok()?;
     }
 }
 
@@ -120,7 +129,8 @@ fn world() -> &'static World {
 fn get(addr: SocketAddr) -> Option<String> {
     let mut c = TcpStream::connect(addr).ok()?;
     c.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
-    c.write_all(b"GET /fuzz/canary HTTP/1.1\r\nHost: f\r\nConnection: close\r\n\r\n").ok()?;
+    c.write_all(b"GET /fuzz/canary HTTP/1.1\r\nHost: f\r\nConnection: close\r\n\r\n")
+        .ok()?;
     line(&mut BufReader::new(c))
 }
 
@@ -173,7 +183,11 @@ fn frames(data: &[u8], run: u64) -> (Vec<u8>, HashMap<String, Vec<u8>>) {
                 }
                 bodies.entry(path(id)).or_default();
                 // Split: part now, the rest in CONTINUATION (op 1).
-                let cut = if arg & 16 != 0 { block.len() / 2 } else { block.len() };
+                let cut = if arg & 16 != 0 {
+                    block.len() / 2
+                } else {
+                    block.len()
+                };
                 let end_headers = if cut == block.len() { 0x4 } else { 0 };
                 frame(0x1, end_headers | (arg >> 7), id, &block[..cut], &mut out);
                 pending_block = block[cut..].to_vec();
@@ -185,7 +199,10 @@ fn frames(data: &[u8], run: u64) -> (Vec<u8>, HashMap<String, Vec<u8>>) {
             2 => {
                 let n = usize::from(it.next().unwrap_or(0)) * usize::from(arg & 15);
                 let payload: Vec<u8> = (0..n).map(|i| b'a' + (i % 26) as u8).collect();
-                bodies.entry(path(id)).or_default().extend_from_slice(&payload);
+                bodies
+                    .entry(path(id))
+                    .or_default()
+                    .extend_from_slice(&payload);
                 frame(0x0, arg >> 7, id, &payload, &mut out);
             }
             3 => {
@@ -196,10 +213,22 @@ fn frames(data: &[u8], run: u64) -> (Vec<u8>, HashMap<String, Vec<u8>>) {
             4 => frame(0x3, 0, id, &u32::from(arg).to_be_bytes(), &mut out),
             5 => {
                 let target = if arg & 1 != 0 { id } else { 0 };
-                frame(0x8, 0, target, &u32::from(it.next().unwrap_or(1)).to_be_bytes(), &mut out);
+                frame(
+                    0x8,
+                    0,
+                    target,
+                    &u32::from(it.next().unwrap_or(1)).to_be_bytes(),
+                    &mut out,
+                );
             }
             6 => frame(0x6, arg & 1, 0, &[arg; 8], &mut out),
-            7 => frame(0x4, 0, 0, &[0, (arg % 7) + 1, 0, 0, 0, it.next().unwrap_or(0)], &mut out),
+            7 => frame(
+                0x4,
+                0,
+                0,
+                &[0, (arg % 7) + 1, 0, 0, 0, it.next().unwrap_or(0)],
+                &mut out,
+            ),
             8 => frame(0x2, 0, id, &[0, 0, 0, arg & 1, arg], &mut out),
             _ => {
                 let n = usize::from(arg % 32);
@@ -215,7 +244,10 @@ fuzz_target!(|data: &[u8]| {
     let w = world();
     let run = RUN.fetch_add(1, Relaxed);
     let (bytes, bodies) = frames(data, run);
-    w.sent.lock().unwrap().extend(bodies.into_iter().map(|(p, b)| (p, (run, b))));
+    w.sent
+        .lock()
+        .unwrap()
+        .extend(bodies.into_iter().map(|(p, b)| (p, (run, b))));
     if let Ok(mut c) = TcpStream::connect(w.router) {
         let _ = c.set_read_timeout(Some(Duration::from_secs(3)));
         let _ = c.write_all(&bytes);
@@ -223,7 +255,10 @@ fuzz_target!(|data: &[u8]| {
         let mut sink = [0u8; 65536];
         while matches!(c.read(&mut sink), Ok(n) if n > 0) {}
     }
-    assert!(get(w.router).is_some_and(|l| l.starts_with("HTTP/1.1 200")), "the router stopped answering");
+    assert!(
+        get(w.router).is_some_and(|l| l.starts_with("HTTP/1.1 200")),
+        "the router stopped answering"
+    );
     let seen = std::mem::take(&mut *w.seen.lock().unwrap());
     let mut sent = w.sent.lock().unwrap();
     for (first, body) in seen {
@@ -232,7 +267,10 @@ fuzz_target!(|data: &[u8]| {
             continue;
         }
         let expected = sent.get(path).map(|(_, b)| b);
-        assert!(expected.is_some(), "the origin read a request no stream sent: {first:?}");
+        assert!(
+            expected.is_some(),
+            "the origin read a request no stream sent: {first:?}"
+        );
         assert!(
             expected == Some(&body),
             "{first}: the origin got {} body bytes, the stream sent {:?}",

@@ -330,13 +330,5 @@ fn http2_as_nginx_handles_it() {
 
 #[test]
 fn the_excused_differences_are_documented() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/router.md"))
-        .unwrap();
-    let section = doc.split("### Differences from nginx").nth(1).unwrap_or("");
-    for name in EXCUSED {
-        assert!(
-            section.contains(&format!("`{name}`")),
-            "docs/router.md does not list `{name}`"
-        );
-    }
+    common::differential::assert_documented(&EXCUSED);
 }

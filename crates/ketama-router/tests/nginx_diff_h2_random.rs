@@ -297,13 +297,5 @@ fn random_http2_frames_are_handled_as_nginx_handles_them() {
 
 #[test]
 fn the_excused_differences_are_documented() {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/router.md"))
-        .unwrap();
-    let section = doc.split("### Differences from nginx").nth(1).unwrap_or("");
-    for name in EXCUSED {
-        assert!(
-            section.contains(&format!("`{name}`")),
-            "docs/router.md does not list `{name}`"
-        );
-    }
+    common::differential::assert_documented(EXCUSED);
 }

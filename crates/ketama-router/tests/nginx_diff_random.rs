@@ -146,19 +146,5 @@ fn the_origin_is_handed_what_nginx_hands_it() {
 /// guide's "Differences from nginx".
 #[test]
 fn the_excused_differences_are_documented() {
-    let doc = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/router.md"),
-    )
-    .unwrap();
-    let section = doc
-        .split_once("### Differences from nginx")
-        .expect("docs/router.md: no \"Differences from nginx\" section")
-        .1;
-    let section = section.split("\n### ").next().unwrap();
-    for name in EXCUSED {
-        assert!(
-            section.contains(&format!("`{name}`")),
-            "{name} not in docs/router.md"
-        );
-    }
+    common::differential::assert_documented(EXCUSED);
 }

@@ -336,3 +336,23 @@ pub fn differences(n: &Outcome, r: &Outcome) -> Vec<Difference> {
     }
     d
 }
+
+/// Asserts that every difference in `excused` is listed, by its name, in
+/// the router guide's "Differences from nginx" section.
+pub fn assert_documented(excused: &[&str]) {
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/router.md"),
+    )
+    .unwrap();
+    let section = doc
+        .split_once("### Differences from nginx")
+        .expect("docs/router.md: no \"Differences from nginx\" section")
+        .1;
+    let section = section.split("\n### ").next().unwrap();
+    for name in excused {
+        assert!(
+            section.contains(&format!("`{name}`")),
+            "`{name}` not in docs/router.md's \"Differences from nginx\""
+        );
+    }
+}
