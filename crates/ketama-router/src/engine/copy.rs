@@ -255,3 +255,112 @@ impl<S: tokio::io::AsyncRead + Unpin + Send> Source for BodySource<'_, S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::engine::body::{push_chunk, push_last_chunk, BodyReader, Framing};
+
+    /// A body as an HTTP/2 peer's DATA frames come: one piece a read, the
+    /// end after the last (or on trailers).
+    struct Frames {
+        left: std::vec::IntoIter<Vec<u8>>,
+        held: Option<Vec<u8>>,
+        out: Vec<u8>,
+        ended: bool,
+        trailers: Option<http::HeaderMap>,
+    }
+
+    impl Source for Frames {
+        type Error = ();
+        fn piece(&mut self) -> Result<Piece<'_>, ()> {
+            if let Some(h) = self.held.take() {
+                self.out = h;
+                return Ok(Piece::Data(&self.out));
+            }
+            Ok(if self.ended { Piece::End } else { Piece::More })
+        }
+        async fn read_more(&mut self) -> Result<(), ()> {
+            match self.left.next() {
+                Some(p) => self.held = Some(p),
+                None => self.ended = true,
+            }
+            Ok(())
+        }
+        fn trailers(&mut self) -> Option<http::HeaderMap> {
+            self.trailers.take()
+        }
+    }
+
+    /// The chunked encoding both HTTP/1 sinks write, into a buffer.
+    struct Chunks(Vec<u8>);
+
+    impl Sink for Chunks {
+        type Error = ();
+        async fn push(&mut self, data: &[u8]) -> Result<Flow, ()> {
+            push_chunk(data, &mut self.0);
+            Ok(Flow::Go)
+        }
+        async fn flush(&mut self) -> Result<Flow, ()> {
+            Ok(Flow::Go)
+        }
+        async fn finish(&mut self, trailers: Option<&http::HeaderMap>) -> Result<Flow, ()> {
+            push_last_chunk(trailers, &mut self.0);
+            Ok(Flow::Go)
+        }
+    }
+
+    proptest! {
+        /// Any sequence of DATA frames, empty ones anywhere (an empty last
+        /// frame with END_STREAM is what curl's `-T -` sends), with or
+        /// without trailers: the bytes written are nginx's chunked
+        /// encoding of the data (a chunk per non-empty piece, lower-case
+        /// hex, one last-chunk), and read back they are exactly the data,
+        /// ending at the last byte (nothing left to be read as a message).
+        #[test]
+        fn pieces_are_chunked_as_nginx_chunks_them(
+            pieces in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..12),
+            with_trailers in any::<bool>(),
+        ) {
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("x-sum", http::HeaderValue::from_static("1"));
+            trailers.insert("content-length", http::HeaderValue::from_static("9"));
+            let mut src = Frames {
+                left: pieces.clone().into_iter(),
+                held: None,
+                out: Vec::new(),
+                ended: false,
+                trailers: with_trailers.then_some(trailers),
+            };
+            let mut sink = Chunks(Vec::new());
+            let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+            let copied = rt.block_on(copy(&mut src, &mut sink));
+            let data: Vec<u8> = pieces.concat();
+            prop_assert_eq!(copied, Ok(Copied::Whole(data.len() as u64)));
+            let mut nginx = Vec::new();
+            for p in pieces.iter().filter(|p| !p.is_empty()) {
+                nginx.extend(format!("{:x}\r\n", p.len()).into_bytes());
+                nginx.extend_from_slice(p);
+                nginx.extend_from_slice(b"\r\n");
+            }
+            nginx.extend_from_slice(b"0\r\n");
+            if with_trailers {
+                nginx.extend_from_slice(b"x-sum: 1\r\n");
+            }
+            nginx.extend_from_slice(b"\r\n");
+            prop_assert_eq!(&sink.0, &nginx);
+            let mut reader = BodyReader::new(Framing::Chunked);
+            let (mut at, mut read) = (0, Vec::new());
+            while !reader.done() {
+                let (used, range) = reader.next(&sink.0[at..]).unwrap();
+                read.extend_from_slice(&sink.0[at + range.start..at + range.end]);
+                prop_assert!(used > 0 || reader.done());
+                at += used;
+            }
+            prop_assert_eq!(at, sink.0.len());
+            prop_assert_eq!(read, data);
+        }
+    }
+}

@@ -106,6 +106,11 @@ pub fn over_tls(target: &str) -> bool {
     target.split('/').nth(2).is_some_and(|t| t.ends_with('t'))
 }
 
+/// Whether a request's target was sent over h2c.
+pub fn over_h2c(target: &str) -> bool {
+    target.split('/').nth(2).is_some_and(|t| t.ends_with('h'))
+}
+
 /// Client threads until stopped, their records collected.
 pub struct Clients {
     stop: Arc<AtomicBool>,

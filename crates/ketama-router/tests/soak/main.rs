@@ -503,6 +503,10 @@ fn soak_under_chaos() {
             .iter()
             .filter(|r| client::over_tls(&r.target))
             .count(),
+        h2_requests: records
+            .iter()
+            .filter(|r| client::over_h2c(&r.target))
+            .count(),
         upgrades_ms: &upgrade_took,
     });
     eprintln!("{table}");

@@ -70,6 +70,8 @@ pub struct Inputs<'a> {
     pub raced: u64,
     /// Requests sent over TLS.
     pub tls_requests: usize,
+    /// Requests sent over h2c (uploads, trailers, after a reset stream).
+    pub h2_requests: usize,
     /// Each graceful upgrade, SIGQUIT to the new process serving (ms).
     pub upgrades_ms: &'a [f64],
 }
@@ -86,8 +88,8 @@ pub fn table(i: &Inputs) -> String {
     let _ = writeln!(s, "| measure | value |\n|---|---|");
     let _ = writeln!(
         s,
-        "| requests | {} ({} over TLS) |",
-        v.requests, i.tls_requests
+        "| requests | {} ({} over TLS, {} over h2c) |",
+        v.requests, i.tls_requests, i.h2_requests
     );
     let failures: usize = v.expected.values().sum::<usize>() + v.unexpected_total();
     let _ = writeln!(
