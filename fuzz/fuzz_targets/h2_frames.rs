@@ -98,6 +98,13 @@ fn serve(c: TcpStream, seen: &Mutex<Vec<Seen>>) -> Option<()> {
 fn world() -> &'static World {
     static W: OnceLock<World> = OnceLock::new();
     W.get_or_init(|| {
+        // libFuzzer's main starts this process, not Rust's, so SIGPIPE
+        // keeps its default action (end the process, silently) unless it
+        // is taken here: the router's vectored writes (`writev`, which
+        // takes no MSG_NOSIGNAL) to a client that already closed raise it.
+        // The router's own binary ignores it, as every Rust binary does.
+        let pipe = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        signal_hook::flag::register(signal_hook::consts::SIGPIPE, pipe).unwrap();
         let seen: &'static Mutex<Vec<Seen>> = Box::leak(Box::default());
         let origin = TcpListener::bind("127.0.0.1:0").unwrap();
         let o = origin.local_addr().unwrap();
