@@ -13,23 +13,7 @@ use common::tls::curl;
 use common::*;
 use ketama_router::origin::Origin;
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    f.extend([kind, flags]);
-    f.extend(stream.to_be_bytes());
-    f.extend(payload);
-    f
-}
-
-/// A connection that sent its preface and an empty SETTINGS frame.
-fn preface(addr: std::net::SocketAddr) -> TcpStream {
-    let mut c = TcpStream::connect(addr).unwrap();
-    c.write_all(PREFACE).unwrap();
-    c.write_all(&frame(0x4, 0, 0, &[])).unwrap();
-    c
-}
+use common::h2raw::{connect as preface, frame, PREFACE};
 
 /// Reads until the router closes the connection; how long that took.
 fn closed_after(c: &mut TcpStream, start: Instant) -> Duration {

@@ -13,15 +13,7 @@ use std::time::{Duration, Instant};
 
 use common::differential::{pair_on, show_forwarded, Outcome, Side};
 
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
-    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
-    f.extend([kind, flags]);
-    f.extend(stream.to_be_bytes());
-    f.extend(payload);
-    f
-}
+use common::h2raw::{frame, PREFACE};
 
 /// What the client read on stream 1.
 #[derive(Debug, Default, PartialEq, Eq)]

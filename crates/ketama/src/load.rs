@@ -40,7 +40,7 @@ use std::sync::atomic::{
 use std::sync::Arc;
 
 use crate::route::{Need, Route, RouteTable};
-use crate::Version;
+use crate::{Node, Version};
 
 /// How far above the average a node may go, in percent: 125 allows 1.25x
 /// the average. 100 (perfect balance, as Envoy allows) to 1000.
@@ -337,13 +337,18 @@ impl RouteTable {
     /// from (nginx never takes the one server of a group of one out of
     /// rotation). `O(N)`.
     pub fn group_size(&self, need: Option<Need>, v: Version) -> usize {
+        self.serving(need, v).count()
+    }
+
+    /// The nodes of a version's ring, by index, that are eligible for
+    /// `need` and not down.
+    fn serving(&self, need: Option<Need>, v: Version) -> impl Iterator<Item = (usize, &Node)> {
         let req = need.and_then(|n| self.requirement(n, v));
         self.ring(v)
             .nodes()
             .iter()
             .enumerate()
-            .filter(|(i, n)| !n.is_down() && req.is_none_or(|r| r.is_eligible(*i)))
-            .count()
+            .filter(move |(i, n)| !n.is_down() && req.is_none_or(|r| r.is_eligible(*i)))
     }
 
     /// The total weight of the nodes of a version's ring that are eligible
@@ -355,12 +360,8 @@ impl RouteTable {
         v: Version,
         mut usable: impl FnMut(usize) -> bool,
     ) -> u64 {
-        let ring = self.ring(v);
-        let req = need.and_then(|n| self.requirement(n, v));
-        ring.nodes()
-            .iter()
-            .enumerate()
-            .filter(|(i, n)| !n.is_down() && req.is_none_or(|r| r.is_eligible(*i)) && usable(*i))
+        self.serving(need, v)
+            .filter(|(i, _)| usable(*i))
             .map(|(_, n)| n.weight() as u64)
             .sum()
     }

@@ -323,24 +323,17 @@ pub fn push_chunk(data: &[u8], out: &mut Vec<u8>) {
 
 /// Appends the end of a chunked body: the last chunk, then `trailers`'
 /// fields that may stand in a trailer section
-/// ([`super::fields::trailer_allowed`]), then the empty line.
+/// ([`super::fields::allowed_trailers`]; an `http::HeaderValue` holds no
+/// CR, LF or NUL), then the empty line.
 pub fn push_last_chunk(trailers: Option<&http::HeaderMap>, out: &mut Vec<u8>) {
     out.extend_from_slice(b"0\r\n");
-    for (name, value) in trailers.into_iter().flatten() {
-        if super::fields::trailer_allowed(name.as_str().as_bytes()) && !has_line_break(value) {
-            out.extend_from_slice(name.as_str().as_bytes());
-            out.extend_from_slice(b": ");
-            out.extend_from_slice(value.as_bytes());
-            out.extend_from_slice(b"\r\n");
-        }
+    for (name, value) in super::fields::allowed_trailers(trailers) {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
-}
-
-/// A value with a byte that would end its line (`h2` lets `\r`, `\n`
-/// and NUL through in no field, but a value from elsewhere might).
-fn has_line_break(v: &http::HeaderValue) -> bool {
-    v.as_bytes().iter().any(|&b| matches!(b, b'\r' | b'\n' | 0))
 }
 
 #[cfg(test)]

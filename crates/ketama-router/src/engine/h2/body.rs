@@ -102,15 +102,12 @@ impl<E: Copy + Send> Source for RecvSource<'_, E> {
 }
 
 /// `trailers` less the fields no trailer section may carry
-/// ([`crate::engine::fields::trailer_allowed`]); `None` when nothing is
+/// ([`crate::engine::fields::allowed_trailers`]); `None` when nothing is
 /// left.
-pub(crate) fn allowed_trailers(trailers: Option<&http::HeaderMap>) -> Option<http::HeaderMap> {
-    let t = trailers?;
-    let mut out = http::HeaderMap::with_capacity(t.len());
-    for (name, value) in t {
-        if crate::engine::fields::trailer_allowed(name.as_str().as_bytes()) {
-            out.append(name.clone(), value.clone());
-        }
+fn allowed_trailers(trailers: Option<&http::HeaderMap>) -> Option<http::HeaderMap> {
+    let mut out = http::HeaderMap::new();
+    for (name, value) in crate::engine::fields::allowed_trailers(trailers) {
+        out.append(name.clone(), value.clone());
     }
     (!out.is_empty()).then_some(out)
 }

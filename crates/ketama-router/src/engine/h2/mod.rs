@@ -135,6 +135,8 @@ pub async fn serve(
         }
     };
     let mut accepted_streams = 0u64;
+    let lifetime = tokio::time::sleep_until(ends_at);
+    tokio::pin!(lifetime);
     let streams = Arc::new(Streams {
         budget: AtomicI64::new(RESET_BUDGET),
         ..Streams::default()
@@ -191,7 +193,7 @@ pub async fn serve(
                 conn.graceful_shutdown();
                 stopping = true;
             }
-            () = tokio::time::sleep_until(ends_at), if !stopping => {
+            () = &mut lifetime, if !stopping => {
                 // nginx's keepalive_time.
                 conn.graceful_shutdown();
                 stopping = true;
