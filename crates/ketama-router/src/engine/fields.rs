@@ -372,16 +372,6 @@ pub fn trailer_allowed(name: &[u8]) -> bool {
     !connection_specific(name) && !NEVER.iter().any(|n| name.eq_ignore_ascii_case(n))
 }
 
-/// `trailers`' fields that may pass on ([`trailer_allowed`]), in order.
-pub fn allowed_trailers(
-    trailers: Option<&http::HeaderMap>,
-) -> impl Iterator<Item = (&http::HeaderName, &http::HeaderValue)> {
-    trailers
-        .into_iter()
-        .flatten()
-        .filter(|(n, _)| trailer_allowed(n.as_str().as_bytes()))
-}
-
 /// Whether `name` is one of [`CONNECTION_SPECIFIC`] (any case).
 pub fn connection_specific(name: &[u8]) -> bool {
     CONNECTION_SPECIFIC

@@ -102,11 +102,11 @@ impl<E: Copy + Send> Source for RecvSource<'_, E> {
 }
 
 /// `trailers` less the fields no trailer section may carry
-/// ([`crate::engine::fields::allowed_trailers`]); `None` when nothing is
+/// ([`crate::engine::body::allowed_trailers`]); `None` when nothing is
 /// left.
 fn allowed_trailers(trailers: Option<&http::HeaderMap>) -> Option<http::HeaderMap> {
     let mut out = http::HeaderMap::new();
-    for (name, value) in crate::engine::fields::allowed_trailers(trailers) {
+    for (name, value) in crate::engine::body::allowed_trailers(trailers) {
         out.append(name.clone(), value.clone());
     }
     (!out.is_empty()).then_some(out)
