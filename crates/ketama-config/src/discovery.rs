@@ -101,6 +101,8 @@ pub struct DiscoverySource {
     /// Its backends are reached over TLS: with this SNI, else the SRV
     /// target (or the A/AAAA name).
     pub tls: Option<Option<String>>,
+    /// Its backends are spoken to in HTTP/2 with prior knowledge.
+    pub h2c: bool,
 }
 
 impl DiscoverySource {
@@ -147,6 +149,8 @@ pub struct Discovered {
     pub source: usize,
     /// Reached over TLS with this SNI (`None`: plain).
     pub tls: Option<String>,
+    /// Spoken to in HTTP/2 with prior knowledge (the source's `h2c`).
+    pub h2c: bool,
 }
 
 /// The name as hashed: lowercase, without the final dot.
@@ -189,6 +193,7 @@ pub fn backends_of(
                 .tls
                 .as_ref()
                 .map(|sni| sni.clone().unwrap_or_else(|| clean(&r.target))),
+            h2c: source.h2c,
         };
         match (&source.query, nginx_identity) {
             (Query::Srv(_), true) => {
@@ -294,6 +299,7 @@ mod tests {
             confirm: 3,
             wait: false,
             tls: None,
+            h2c: false,
         }
     }
 

@@ -230,6 +230,9 @@ pub struct ServerSection {
     /// The longest life of an HTTP/2 connection; then `GOAWAY`, its open
     /// streams finished. nginx's `keepalive_time`.
     pub keepalive_time_ms: u64,
+    /// The cap on a gRPC call's deadline (its `grpc-timeout`); `None`: the
+    /// client's deadline as it is. Envoy's `grpc_timeout_header_max`.
+    pub grpc_timeout_max_ms: Option<u64>,
     /// The longest wait between two reads of a request body. nginx's
     /// `client_body_timeout`.
     pub client_body_timeout_ms: u64,
@@ -309,6 +312,7 @@ impl Default for ServerSection {
             keepalive_timeout_ms: 75_000,
             keepalive_requests: 1_000,
             keepalive_time_ms: 3_600_000,
+            grpc_timeout_max_ms: None,
             client_body_timeout_ms: 60_000,
             send_timeout_ms: 60_000,
             max_connections: None,
@@ -429,6 +433,10 @@ pub struct BackendSection {
     pub tls: bool,
     /// The name sent as SNI and verified in its certificate (with `tls`).
     pub sni: Option<String>,
+    /// Speak HTTP/2 to it with prior knowledge, in plaintext (gRPC's
+    /// `grpc://`, nginx's `grpc_pass`).
+    #[serde(default)]
+    pub h2c: bool,
 }
 
 fn one() -> u32 {
@@ -485,6 +493,11 @@ pub struct HealthSection {
     pub healthy_threshold: u32,
     /// Failures that make a healthy backend unhealthy.
     pub unhealthy_threshold: u32,
+    /// Check with gRPC's health protocol (`grpc.health.v1.Health/Check`)
+    /// instead of `GET path`.
+    pub grpc: bool,
+    /// The service asked about with `grpc` (empty: the server as a whole).
+    pub grpc_service: String,
 }
 
 impl Default for HealthSection {
@@ -496,6 +509,8 @@ impl Default for HealthSection {
             timeout_ms: 500,
             healthy_threshold: 1,
             unhealthy_threshold: 2,
+            grpc: false,
+            grpc_service: String::new(),
         }
     }
 }
@@ -548,6 +563,9 @@ pub struct DiscoverySection {
     pub tls: bool,
     /// The SNI sent and verified (default: the SRV target, or `name`).
     pub sni: Option<String>,
+    /// Speak HTTP/2 with prior knowledge to its backends, in plaintext.
+    #[serde(default)]
+    pub h2c: bool,
 }
 
 fn discovery_min_interval() -> u64 {

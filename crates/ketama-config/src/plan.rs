@@ -47,6 +47,8 @@ pub struct PlannedBackend {
     /// Reached over TLS with this SNI (empty: none sent, unverified);
     /// `None`: plain.
     pub tls: Option<String>,
+    /// Spoken to in HTTP/2 with prior knowledge (plain only).
+    pub h2c: bool,
 }
 
 /// Everything routing needs, built from a [`Validated`] configuration
@@ -181,6 +183,7 @@ fn union(v: &Validated, discovered: &[crate::Discovered]) -> Vec<PlannedBackend>
             overrides: Some(b.clone()),
             source: None,
             tls: b.tls.then(|| b.sni.clone().unwrap_or_default()),
+            h2c: b.h2c,
         })
         .collect();
     let static_addrs: HashSet<SocketAddr> = v.addrs.iter().copied().collect();
@@ -200,6 +203,7 @@ fn union(v: &Validated, discovered: &[crate::Discovered]) -> Vec<PlannedBackend>
             overrides: None,
             source: Some(d.source),
             tls: d.tls.clone(),
+            h2c: d.h2c,
         });
     }
     out

@@ -80,6 +80,18 @@ fn tls_errors_name_the_key() {
             format!("{BASE}{BACKEND}[[discovery]]\nname = \"c.test\"\nport = 443\nsni = \"c.test\"\n"),
             "r.toml: discovery[0].sni: sni applies to TLS backends only",
         ),
+        (
+            format!("{BASE}[[backends]]\naddress = \"127.0.0.1:1\"\ntls = true\nsni = \"a.test\"\nh2c = true\n"),
+            "r.toml: backends[0].h2c: h2c is HTTP/2 in plaintext; for HTTP/2 over TLS keep tls = true, remove h2c and set upstream_tls.h2 = true",
+        ),
+        (
+            format!("{BASE}{BACKEND}[[discovery]]\nname = \"c.test\"\nport = 443\ntls = true\nh2c = true\n"),
+            "r.toml: discovery[0].h2c: h2c is HTTP/2 in plaintext",
+        ),
+        (
+            format!("{BASE}[server]\nlisten = [\"127.0.0.1:1\"]\ngrpc_timeout_max_ms = 0\n{BACKEND}"),
+            "r.toml: server.grpc_timeout_max_ms: must be at least 1",
+        ),
     ];
     for (text, want) in cases {
         let e = err(&text);
@@ -108,4 +120,17 @@ fn unverified_tls_backends_warn_and_discovered_ones_need_no_sni() {
     .unwrap();
     assert_eq!(v.discovery[0].tls, Some(None), "the SRV target is the SNI");
     assert!(v.warnings.is_empty());
+}
+
+#[test]
+fn h2c_backends_and_sources_are_planned_as_h2c() {
+    let v = parse(
+        &format!("{BASE}[[backends]]\naddress = \"127.0.0.1:1\"\nh2c = true\n[[backends]]\naddress = \"127.0.0.1:2\"\n[[discovery]]\nsrv = \"_c._tcp.test\"\nh2c = true\n"),
+        "r.toml",
+    )
+    .unwrap();
+    assert!(v.discovery[0].h2c);
+    let plan = ketama_config::Plan::build(&v, &[]).unwrap();
+    let h2c: Vec<bool> = plan.backends.iter().map(|b| b.h2c).collect();
+    assert_eq!(h2c, [true, false]);
 }

@@ -66,6 +66,7 @@ pub mod memory;
 pub mod metrics;
 pub mod origin;
 pub mod policy;
+pub mod probe;
 pub mod process;
 pub mod reload;
 pub mod reqline;

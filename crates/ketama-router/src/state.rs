@@ -57,6 +57,8 @@ pub struct Backend {
     /// Reached over TLS with this SNI (empty: none, unverified); `None`:
     /// plain. Shared: the engine's pool keys hold it by reference count.
     pub tls: Option<Arc<str>>,
+    /// Spoken to in HTTP/2 with prior knowledge (`h2c`).
+    pub h2c: bool,
 }
 
 /// A backend's timeouts and passive-health settings: its own where it
@@ -259,6 +261,7 @@ impl RoutingState {
                     header: http::HeaderValue::from_str(&b.server)
                         .unwrap_or_else(|_| http::HeaderValue::from_static("-")),
                     tls: b.tls.as_deref().map(Arc::from),
+                    h2c: b.h2c,
                     limits: BackendLimits {
                         connect_timeout: ms(own
                             .and_then(|o| o.connect_timeout_ms)

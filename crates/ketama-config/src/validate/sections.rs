@@ -49,6 +49,13 @@ pub(super) fn listeners(config: &Config, file: &str) -> Result<Vec<SocketAddr>, 
             return Err(err(file, key, "must be at least 1 (milliseconds)"));
         }
     }
+    if s.grpc_timeout_max_ms == Some(0) {
+        return Err(err(
+            file,
+            "server.grpc_timeout_max_ms",
+            "must be at least 1 (milliseconds), or absent for no cap",
+        ));
+    }
     if s.keepalive_requests == 0 {
         return Err(err(
             file,

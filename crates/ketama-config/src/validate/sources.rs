@@ -106,6 +106,7 @@ pub(super) fn discovery_sources(
             confirm: d.confirm,
             wait: d.wait_for_discovery,
             tls: d.tls.then(|| d.sni.clone()),
+            h2c: d.h2c,
         });
     }
     Ok(out)

@@ -180,12 +180,24 @@ pub(super) fn upstream(
         _ => Ok(()),
     }
     };
+    let h2c = |key: String, tls: bool, h2c: bool| {
+        if tls && h2c {
+            return Err(err(
+                file,
+                key,
+                "h2c is HTTP/2 in plaintext; for HTTP/2 over TLS keep tls = true, remove h2c and set upstream_tls.h2 = true",
+            ));
+        }
+        Ok(())
+    };
     for (i, b) in config.backends.iter().enumerate() {
         sni(format!("backends[{i}].sni"), b.tls, &b.sni, true)?;
+        h2c(format!("backends[{i}].h2c"), b.tls, b.h2c)?;
     }
     for (i, d) in config.discovery.iter().enumerate() {
         // A source's backends default to the names DNS gives.
         sni(format!("discovery[{i}].sni"), d.tls, &d.sni, false)?;
+        h2c(format!("discovery[{i}].h2c"), d.tls, d.h2c)?;
     }
     let uses_tls = config.backends.iter().any(|b| b.tls) || config.discovery.iter().any(|d| d.tls);
     if !u.verify && uses_tls {

@@ -11,7 +11,9 @@
 //! backend answered; see `[cache_status]`), `attempts`, `upstream_ms` (the
 //! final attempt: request head sent to the backend's last byte; `null`
 //! when no attempt sent one), `spilled` (full backends passed over),
-//! `labels` (the label requirement applied; `[]` when none).
+//! `grpc_status` (a gRPC call's `grpc-status`, the backend's or the
+//! router's own; `null` for other requests), `labels` (the label
+//! requirement applied; `[]` when none).
 //!
 //! `combined` is nginx's `$remote_addr - - [$time_local] "$request"
 //! $status $body_bytes_sent "$http_referer" "$http_user_agent"` with
@@ -41,6 +43,8 @@ pub struct Entry<'a> {
     pub status: u16,
     /// Response body bytes sent.
     pub bytes_sent: u64,
+    /// A gRPC call's `grpc-status` (JSON only; `null` otherwise).
+    pub grpc_status: Option<u8>,
     /// Head's first byte to the response's last byte.
     pub duration: Duration,
     /// The backend of the last attempt, as configured ("" when none).
@@ -113,7 +117,14 @@ fn json(out: &mut String, e: &Entry<'_>) {
         }
         None => out.push_str("null"),
     }
-    let _ = write!(out, ",\"spilled\":{},\"labels\":[", e.spilled);
+    let _ = write!(out, ",\"spilled\":{},\"grpc_status\":", e.spilled);
+    match e.grpc_status {
+        Some(c) => {
+            let _ = write!(out, "{c}");
+        }
+        None => out.push_str("null"),
+    }
+    out.push_str(",\"labels\":[");
     for (i, l) in e.labels.iter().enumerate() {
         if i > 0 {
             out.push(',');
@@ -203,6 +214,7 @@ mod tests {
             attempts: 2,
             upstream: Some(Duration::from_micros(900)),
             spilled: 0,
+            grpc_status: Some(14),
             labels,
             referer: b"",
             user_agent: b"curl/7.88 \"x\"",
@@ -227,7 +239,8 @@ mod tests {
         assert_eq!(v["attempts"], 2);
         assert_eq!(v["labels"], serde_json::json!(["ssd"]));
         assert_eq!(v["cache"], "hit");
-        assert_eq!(v.as_object().unwrap().len(), 15);
+        assert_eq!(v["grpc_status"], 14);
+        assert_eq!(v.as_object().unwrap().len(), 16);
     }
 
     #[test]

@@ -87,6 +87,9 @@ pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Va
             if let Some(sni) = &b.tls {
                 v["tls"] = json!({"sni": &**sni});
             }
+            if b.h2c {
+                v["h2c"] = json!(true);
+            }
             if let Some(src) = cfg.source {
                 v["address"] = json!(b.addr.to_string());
                 v["discovered_by"] = json!(src);
@@ -174,8 +177,24 @@ pub fn status_of(admin: &Admin, state: &RoutingState, with_backends: bool) -> Va
             state.cache.header(),
             table.versions(),
         ),
+        "grpc": grpc_json(&m.grpc_calls()),
         "pid": std::process::id(),
     })
+}
+
+/// gRPC calls by `grpc-status`, the codes seen only: `{"0": 12, "14":
+/// 1}` (`"other"` for codes past 16).
+fn grpc_json(calls: &[u64; 18]) -> Value {
+    let mut out = serde_json::Map::new();
+    for (i, &n) in calls.iter().enumerate().filter(|(_, &n)| n > 0) {
+        let code = if i < 17 {
+            i.to_string()
+        } else {
+            "other".into()
+        };
+        out.insert(code, json!(n));
+    }
+    Value::Object(out)
 }
 
 /// What a scrape reads of the running state, taken once.

@@ -16,6 +16,7 @@ use ketama_config::model::ServerSection;
 
 use super::body::Framing;
 use super::copy::{Sink, Source};
+use super::grpc;
 use super::record::{Answer, Ketama, Record};
 use super::request::Req;
 use super::response_head::ResponseView;
@@ -103,6 +104,14 @@ pub trait Client: Send {
     fn trailers(&self) -> Option<&http::HeaderMap> {
         None
     }
+    /// The body as an HTTP/2 stream, taken out of the client, when the
+    /// client is one (else `None`): the caller sends it on to an HTTP/2
+    /// backend while the response comes back, both directions at once
+    /// (gRPC's client and bidirectional streams). [`Client::body`] is
+    /// empty after.
+    fn take_h2_body(&mut self) -> Option<h2::RecvStream> {
+        None
+    }
     /// The body as it comes, when it was not read whole.
     fn body(&mut self, server: &ServerSection) -> impl Source<Error = ClientFailure> + '_;
     /// How the body goes to an HTTP/1 backend: its length when known
@@ -130,6 +139,16 @@ pub trait Client: Send {
     fn answer(
         &mut self,
         status: u16,
+        words: &str,
+        backend: Option<&[u8]>,
+        keep: bool,
+    ) -> impl Future<Output = ()> + Send;
+    /// The router's own answer to a gRPC call (its `content-type`
+    /// `application/grpc*`): trailers-only, `:status 200`, `grpc-status`
+    /// `code` and `grpc-message` the words ([`super::grpc`]).
+    fn answer_grpc(
+        &mut self,
+        code: u8,
         words: &str,
         backend: Option<&[u8]>,
         keep: bool,
@@ -175,15 +194,20 @@ pub async fn exchange<C: Client>(
     r: &mut Record,
 ) -> Ended {
     let server = &state.validated.config.server;
-    let send_timeout = Duration::from_millis(server.send_timeout_ms);
+    {
+        let req = c.request();
+        r.grpc = grpc::is_grpc(req.field(b"content-type"));
+        if r.grpc {
+            let timeout = grpc::deadline(req.field(b"grpc-timeout"), server.grpc_timeout_max_ms);
+            r.deadline = timeout.map(|t| Instant::now() + t);
+        }
+    }
     let decided = decide(&c.request(), state);
     let (route, rule) = match decided {
         Ok(d) => d,
         Err(err) => {
             tracing::error!("no route: {err}");
-            r.status = 500;
-            c.answer(500, "the request could not be routed", None, false)
-                .await;
+            own_answer(c, r, 500, "the request could not be routed", None, false).await;
             return Ended::Refused {
                 keep: false,
                 linger: false,
@@ -198,6 +222,44 @@ pub async fn exchange<C: Client>(
     r.route = Some(route);
     r.rule = rule;
     r.started = Some(Instant::now());
+    let Some(deadline) = r.deadline else {
+        return attempts(e, c, state, r).await;
+    };
+    match tokio::time::timeout_at(deadline.into(), attempts(e, c, state, r)).await {
+        Ok(ended) => ended,
+        // The call's deadline passed: whatever was in flight was dropped
+        // (a backend's stream reset with it). An answer already begun is
+        // cut (its stream reset); else DEADLINE_EXCEEDED, as Envoy answers.
+        Err(_) if r.status != 0 => Ended::Gone,
+        Err(_) => {
+            r.status = 504;
+            r.grpc_status = Some(grpc::DEADLINE_EXCEEDED);
+            let backend = r.backend_named(state);
+            c.answer_grpc(
+                grpc::DEADLINE_EXCEEDED,
+                grpc::DEADLINE_WORDS,
+                backend,
+                false,
+            )
+            .await;
+            Ended::Refused {
+                keep: c.read_whole() && c.keeps(),
+                linger: !c.read_whole(),
+            }
+        }
+    }
+}
+
+/// The request's body, then attempts at backends in failover order until
+/// one answered or none is left.
+async fn attempts<C: Client>(
+    e: &Engine,
+    c: &mut C,
+    state: &Arc<RoutingState>,
+    r: &mut Record,
+) -> Ended {
+    let server = &state.validated.config.server;
+    let send_timeout = Duration::from_millis(server.send_timeout_ms);
     if let Err(f) = c.continue_if_asked(send_timeout).await {
         return client_failed(e, c, r, f).await;
     }
@@ -267,6 +329,26 @@ pub async fn exchange<C: Client>(
     }
 }
 
+/// The router's own answer: as HTTP, or to a gRPC call trailers-only
+/// with the `grpc-status` Envoy maps `status` to.
+async fn own_answer<C: Client>(
+    c: &mut C,
+    r: &mut Record,
+    status: u16,
+    words: &str,
+    backend: Option<&[u8]>,
+    keep: bool,
+) {
+    r.status = status;
+    if r.grpc {
+        let code = grpc::status_of_http(status);
+        r.grpc_status = Some(code);
+        c.answer_grpc(code, words, backend, keep).await;
+    } else {
+        c.answer(status, words, backend, keep).await;
+    }
+}
+
 /// How one attempt ended.
 pub enum Tried {
     /// The response was relayed whole.
@@ -310,7 +392,7 @@ async fn fail<C: Client>(
     } = r.answer(state, exhausted);
     let whole = c.read_whole();
     let keep = whole && c.keeps();
-    c.answer(status, &words, backend, keep).await;
+    own_answer(c, r, status, &words, backend, keep).await;
     Ended::Refused {
         keep,
         linger: !whole,
@@ -328,8 +410,7 @@ async fn client_failed<C: Client>(
     e.metrics.client_error(f.reason());
     match f.answer() {
         Some((status, why)) => {
-            r.status = status;
-            c.answer(status, why, None, false).await;
+            own_answer(c, r, status, why, None, false).await;
             Ended::Refused {
                 keep: false,
                 linger: f == ClientFailure::BadChunks,

@@ -297,6 +297,31 @@ pub fn answer(
     }
 }
 
+/// Writes the router's own HTTP/1 answer to a gRPC call into `out`
+/// (cleared first): trailers-only, as gRPC-Web reads one: `200`,
+/// `content-type: application/grpc`, `grpc-status: CODE` and
+/// `grpc-message`, no body.
+pub fn answer_grpc(code: u8, words: &str, backend: Option<&[u8]>, keep: bool, out: &mut Vec<u8>) {
+    out.clear();
+    out.extend_from_slice(b"HTTP/1.1 200 OK\r\nServer: ketama-router\r\nDate: ");
+    out.extend_from_slice(&super::date::now());
+    out.extend_from_slice(b"\r\nContent-Type: application/grpc\r\ngrpc-status: ");
+    out.extend_from_slice(itoa::Buffer::new().format(code).as_bytes());
+    out.extend_from_slice(b"\r\ngrpc-message: ");
+    out.extend_from_slice(super::grpc::encode_message(words).as_bytes());
+    out.extend_from_slice(b"\r\nContent-Length: 0\r\nCache-Control: private, no-store\r\n");
+    if let Some(b) = backend {
+        out.extend_from_slice(b"x-ketama-backend: ");
+        out.extend_from_slice(b);
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(if keep {
+        b"Connection: keep-alive\r\n\r\n"
+    } else {
+        b"Connection: close\r\n\r\n"
+    });
+}
+
 #[cfg(test)]
 mod ip_tests {
     #[test]

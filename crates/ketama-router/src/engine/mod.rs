@@ -41,6 +41,7 @@ pub mod copy;
 pub mod date;
 pub mod exchange;
 pub mod fields;
+pub mod grpc;
 pub mod h1;
 pub mod h2;
 pub mod head_write;

@@ -35,6 +35,8 @@ pub struct Key {
     pub addr: SocketAddr,
     /// `None`: plain; else the SNI and the TLS settings' hash.
     pub tls: Option<(std::sync::Arc<str>, u64)>,
+    /// Spoken to in HTTP/2 with prior knowledge (`h2c`).
+    pub h2c: bool,
 }
 
 struct Idle {

@@ -53,6 +53,13 @@ pub struct Record {
     pub bytes_sent: u64,
     /// The last attempt's failure.
     pub failure: Option<Failure>,
+    /// The request is a gRPC call (`content-type: application/grpc*`).
+    pub grpc: bool,
+    /// A gRPC call's deadline (its `grpc-timeout`, capped).
+    pub deadline: Option<Instant>,
+    /// The `grpc-status` the call ended with (a backend's, or the
+    /// router's own answer's).
+    pub grpc_status: Option<u8>,
 }
 
 /// A failure in words, for logs and error bodies.
@@ -63,6 +70,7 @@ pub fn describe(f: Failure) -> &'static str {
         Failure::Timeout => "no response in time",
         Failure::Broken => "the connection closed early",
         Failure::BadResponse => "malformed request or response head",
+        Failure::Refused => "the backend refused the stream (REFUSED_STREAM or GOAWAY)",
         Failure::Other => "the request could not be proxied",
     }
 }
@@ -185,12 +193,7 @@ impl Record {
             Some(f) if !exhausted => (f.status(), describe(f)),
             _ => (502, "no healthy backend left for this key"),
         };
-        self.status = status;
-        let backend = if state.validated.config.server.response_headers {
-            self.backend.map(|n| state.backends[n].header.as_bytes())
-        } else {
-            None
-        };
+        let backend = self.backend_named(state);
         Answer {
             status,
             words: format!(
@@ -199,6 +202,15 @@ impl Record {
             ),
             backend,
         }
+    }
+
+    /// The last backend tried, as `x-ketama-backend` names it (none
+    /// without `response_headers`).
+    pub fn backend_named<'s>(&self, state: &'s RoutingState) -> Option<&'s [u8]> {
+        if !state.validated.config.server.response_headers {
+            return None;
+        }
+        self.backend.map(|n| state.backends[n].header.as_bytes())
     }
 
     /// What the request leaves behind ([`crate::policy::end::record`]).
@@ -228,6 +240,7 @@ impl Record {
             began,
             status: self.status,
             bytes_sent: self.bytes_sent,
+            grpc_status: self.grpc_status,
             client,
             method: std::str::from_utf8(req.method()).unwrap_or("-"),
             uri: crate::policy::route::RequestView::request_uri(req),

@@ -2,9 +2,9 @@
 //! `connect_timeout_ms` (TCP, then TLS for a backend with `tls = true`).
 //! HTTP/1 connections are pooled whole, one request at a time
 //! ([`super::pool`]); with `[upstream_tls] h2 = true` a TLS backend whose
-//! ALPN picks `h2` gets one HTTP/2 connection per worker thread, shared
-//! by every request to it ([`super::h2::upstream`]), and one that picks
-//! `http/1.1` is spoken to in HTTP/1.1.
+//! ALPN picks `h2`, and an `h2c` backend, are spoken to in HTTP/2 on
+//! connections shared by requests ([`super::h2::conns`]); a TLS backend
+//! whose ALPN picks `http/1.1` is spoken to in HTTP/1.1.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -45,7 +45,7 @@ pub enum Conn {
     /// HTTP/1: one request at a time.
     H1(H1Conn),
     /// HTTP/2: a stream of a shared connection.
-    H2(super::h2::upstream::Sender),
+    H2(super::h2::conns::Sender),
 }
 
 impl Conn {
@@ -67,14 +67,15 @@ pub fn key(state: &RoutingState, backend: &Backend) -> pool::Key {
             .tls
             .as_ref()
             .map(|sni| (sni.clone(), state.upstream_tls.group_key())),
+        h2c: backend.h2c,
     }
 }
 
-/// A connection to `backend`: this thread's HTTP/2 connection to it or an
-/// idle HTTP/1 one, or a new one.
+/// A connection to `backend`: a free stream on one of this thread's
+/// HTTP/2 connections to it or an idle HTTP/1 one, or a new one.
 pub async fn connect(state: &RoutingState, backend: &Backend) -> Result<Conn, Failure> {
     let key = key(state, backend);
-    if let Some(send) = super::h2::upstream::shared(&key) {
+    if let Some(send) = super::h2::conns::shared(&key) {
         return Ok(Conn::H2(send));
     }
     if let Some(io) = pool::take(&key) {
@@ -88,8 +89,8 @@ pub async fn connect(state: &RoutingState, backend: &Backend) -> Result<Conn, Fa
     let io = tokio::time::timeout(timeout, dial(state, backend))
         .await
         .map_err(|_| Failure::ConnectTimeout)??;
-    if io.is_h2() {
-        let send = tokio::time::timeout(timeout, super::h2::upstream::handshake(io, key))
+    if backend.h2c || io.is_h2() {
+        let send = tokio::time::timeout(timeout, super::h2::conns::handshake(io, key))
             .await
             .map_err(|_| Failure::ConnectTimeout)??;
         return Ok(Conn::H2(send));

@@ -268,6 +268,8 @@ pub struct Metrics {
     control_rejected: Counter,
     previous_owner_hints: Counter,
     tls_failures: [Counter; 4],
+    /// gRPC calls by `grpc-status`: 0 to 16, then any other code.
+    grpc_calls: [Counter; 18],
     /// Client connections open now, counted by the connection guard.
     connections: AtomicUsize,
     /// Cache results and answers by ring.
@@ -289,6 +291,20 @@ impl Default for Metrics {
             "Exchanges with a backend broken after its response head arrived (the backend is not blamed: a client that stops reading stalls the backend too), by reason",
             upstream_errors.clone(),
         );
+        let grpc_family = Family::<Labels, Counter>::default();
+        registry.register(
+            "ketama_grpc_calls",
+            "gRPC calls (content-type application/grpc*) by the grpc-status they ended with: a backend's, or the router's own answer's (14 UNAVAILABLE, 4 DEADLINE_EXCEEDED); \"other\" for codes past 16",
+            grpc_family.clone(),
+        );
+        let grpc_calls: [Counter; 18] = std::array::from_fn(|i| {
+            let code = if i < 17 {
+                i.to_string()
+            } else {
+                "other".into()
+            };
+            grpc_family.get_or_create_owned(&vec![("grpc_status", code)])
+        });
         let lookup_family = Family::<Labels, Counter>::default();
         registry.register(
             "ketama_lookups",
@@ -340,6 +356,7 @@ impl Default for Metrics {
             reloads,
             client_errors,
             upstream_errors,
+            grpc_calls,
             resolutions,
             control_rejected,
             previous_owner_hints,
@@ -410,6 +427,17 @@ impl Metrics {
         self.client_errors
             .get_or_create(&vec![("reason", reason.to_string())])
             .inc();
+    }
+
+    /// Counts a gRPC call that ended with `grpc-status` `code`.
+    pub fn grpc_call(&self, code: u8) {
+        self.grpc_calls[usize::from(code).min(17)].inc();
+    }
+
+    /// gRPC calls by `grpc-status` (0 to 16, then any other code), for
+    /// the admin page.
+    pub fn grpc_calls(&self) -> [u64; 18] {
+        std::array::from_fn(|i| self.grpc_calls[i].get())
     }
 
     /// Counts an exchange with a backend broken after its response head

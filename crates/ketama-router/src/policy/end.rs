@@ -52,6 +52,9 @@ pub struct Ended<'a> {
     pub status: u16,
     /// Response body bytes sent.
     pub bytes_sent: u64,
+    /// A gRPC call's `grpc-status` (`None`: not a gRPC call, or it ended
+    /// without one).
+    pub grpc_status: Option<u8>,
     /// The client's address.
     pub client: Option<IpAddr>,
     /// The method.
@@ -103,6 +106,9 @@ pub fn record(e: &Ended<'_>, access_log: &AccessLog, metrics: &Metrics) {
             (None, false) => {}
         }
     }
+    if let Some(code) = e.grpc_status {
+        metrics.grpc_call(code);
+    }
     let backend = e.backend.map_or("", |n| state.backends[n].server.as_str());
     let ring = e.route.map_or("", |r| r.version().name());
     let sample = state.validated.config.server.trace_sample;
@@ -133,6 +139,7 @@ pub fn record(e: &Ended<'_>, access_log: &AccessLog, metrics: &Metrics) {
         protocol: e.protocol,
         status: e.status,
         bytes_sent: e.bytes_sent,
+        grpc_status: e.grpc_status,
         duration,
         backend,
         ring,

@@ -20,6 +20,7 @@
 //! | connecting | refused, timed out, TLS | yes | within `retries` |
 //! | request sent, no response byte yet | connection closed or reset | yes | idempotent requests: always on a reused connection (a stale keep-alive), within `retries` on a fresh one |
 //! | waiting for the head | timed out, bad head | yes | no (a stall is a 504) |
+//! | HTTP/2 stream refused (`REFUSED_STREAM`, or past a `GOAWAY`'s last stream) | nothing was processed | no | any method, within `retries`, when its body is still held |
 //! | head arrived | anything | no: `ketama_upstream_errors_total` | never (the client has part of the answer) |
 //!
 //! A request whose body cannot be sent again (not idempotent, or more
@@ -58,6 +59,11 @@ pub enum Failure {
     Timeout,
     /// The response was not valid HTTP (head or body framing).
     BadResponse,
+    /// An HTTP/2 backend refused the stream (`REFUSED_STREAM`) or its
+    /// `GOAWAY` said it never processed it: nothing of the request was
+    /// acted on, so it may go elsewhere whatever its method, and the
+    /// backend is not blamed (it is draining or at its limit).
+    Refused,
     /// Anything else on the backend's side of the exchange.
     Other,
 }
@@ -89,12 +95,13 @@ impl Attempt {
     /// line): only before its response head arrived.
     pub fn blames_backend(&self) -> bool {
         matches!(self.stage, Stage::Connect | Stage::AwaitingHead)
+            && self.failure != Failure::Refused
     }
 
     /// The `reason` of `ketama_upstream_errors_total` for a failure after
     /// the head arrived; `None` for one that blames the backend.
     pub fn after_head_reason(&self) -> Option<&'static str> {
-        if self.blames_backend() {
+        if matches!(self.stage, Stage::Connect | Stage::AwaitingHead) {
             return None;
         }
         if self.stage == Stage::Upload {
@@ -103,9 +110,11 @@ impl Attempt {
         Some(match self.failure {
             Failure::Timeout => "timeout_after_head",
             Failure::BadResponse => "bad_body",
-            Failure::Broken | Failure::Connect | Failure::ConnectTimeout | Failure::Other => {
-                "closed_after_head"
-            }
+            Failure::Broken
+            | Failure::Connect
+            | Failure::ConnectTimeout
+            | Failure::Refused
+            | Failure::Other => "closed_after_head",
         })
     }
 }
@@ -131,8 +140,10 @@ pub fn retry(attempt: Attempt, f: RetryFacts) -> bool {
     let within = f.attempts <= f.retries;
     match (attempt.stage, attempt.failure) {
         (Stage::Answered | Stage::Upload, _) => false,
-        // Nothing was sent: any request may go elsewhere.
+        // Nothing was sent, or nothing of it acted on: any request may
+        // go elsewhere.
         (Stage::Connect, _) => within,
+        (_, Failure::Refused) => f.body_replayable && within,
         _ if !f.idempotent || !f.body_replayable => false,
         // A kept-alive connection the backend closed as it was reused
         // says nothing of the backend; a fresh one closed or reset is a

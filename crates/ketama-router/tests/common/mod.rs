@@ -19,6 +19,7 @@ pub mod differential;
 pub mod dns;
 pub mod echo;
 pub mod fleet;
+pub mod grpc;
 pub mod h2gen;
 pub mod h2raw;
 pub mod hook;

@@ -294,6 +294,15 @@ impl Client for H1Client<'_> {
         self.keep = keep;
     }
 
+    async fn answer_grpc(&mut self, code: u8, words: &str, backend: Option<&[u8]>, keep: bool) {
+        let timeout = self.send_timeout();
+        let mut out = buffers::take();
+        head_write::answer_grpc(code, words, backend, keep, &mut out);
+        let _ = send(self.c.io.io(), &[&out], timeout).await;
+        buffers::give(out);
+        self.keep = keep;
+    }
+
     fn keeps(&self) -> bool {
         self.keep_alive(None)
     }

@@ -18,9 +18,11 @@ use crate::engine::send::SendError;
 /// on; a wait longer than `timeout` fails with `timed_out`, a reset or
 /// error with `closed`. The body ends with END_STREAM, on a DATA frame
 /// (empty or not) or on trailing HEADERS, which are kept for the sink
-/// ([`Source::trailers`]).
+/// ([`Source::trailers`]); a gRPC answer's `grpc-status` there is kept
+/// for the record.
 pub struct RecvSource<'a, E> {
-    pub(crate) recv: &'a mut RecvStream,
+    /// `None`: a body already taken elsewhere (ends at once).
+    pub(crate) recv: Option<&'a mut RecvStream>,
     /// A frame read and not yet handed out.
     pub(crate) held: Option<Bytes>,
     /// The frame handed out last (kept while it is passed on).
@@ -33,11 +35,23 @@ pub struct RecvSource<'a, E> {
     pub(crate) closed: E,
     /// Set at the body's end.
     pub(crate) read_whole: Option<&'a mut bool>,
+    /// The trailers' `grpc-status`, when they carried one.
+    pub(crate) grpc_status: Option<u8>,
 }
 
 impl<'a, E> RecvSource<'a, E> {
     /// `recv`'s body.
     pub fn new(recv: &'a mut RecvStream, timeout: Duration, timed_out: E, closed: E) -> Self {
+        Self::of(Some(recv), timeout, timed_out, closed)
+    }
+
+    /// `recv`'s body, or an empty one for `None`.
+    pub fn of(
+        recv: Option<&'a mut RecvStream>,
+        timeout: Duration,
+        timed_out: E,
+        closed: E,
+    ) -> Self {
         RecvSource {
             recv,
             held: None,
@@ -48,6 +62,7 @@ impl<'a, E> RecvSource<'a, E> {
             timed_out,
             closed,
             read_whole: None,
+            grpc_status: None,
         }
     }
 }
@@ -56,12 +71,15 @@ impl<E: Copy + Send> Source for RecvSource<'_, E> {
     type Error = E;
 
     fn piece(&mut self) -> Result<Piece<'_>, E> {
+        let Some(recv) = self.recv.as_deref_mut() else {
+            return Ok(Piece::End);
+        };
         if let Some(b) = self.held.take() {
-            let _ = self.recv.flow_control().release_capacity(b.len());
+            let _ = recv.flow_control().release_capacity(b.len());
             let out = self.out.insert(b);
             return Ok(Piece::Data(&out[..]));
         }
-        if self.ended || self.recv.is_end_stream() {
+        if self.ended || recv.is_end_stream() {
             if let Some(w) = self.read_whole.as_deref_mut() {
                 *w = true;
             }
@@ -72,7 +90,10 @@ impl<E: Copy + Send> Source for RecvSource<'_, E> {
 
     async fn read_more(&mut self) -> Result<(), E> {
         self.out = None;
-        match tokio::time::timeout(self.timeout, self.recv.data()).await {
+        let Some(recv) = self.recv.as_deref_mut() else {
+            return Ok(());
+        };
+        match tokio::time::timeout(self.timeout, recv.data()).await {
             Ok(Some(Ok(b))) => {
                 self.held = Some(b);
                 Ok(())
@@ -80,9 +101,13 @@ impl<E: Copy + Send> Source for RecvSource<'_, E> {
             // No more DATA: the stream ended, or trailers are next (then
             // `is_end_stream` stays false until they are read).
             Ok(None) => {
-                let t = tokio::time::timeout(self.timeout, self.recv.trailers()).await;
+                let t = tokio::time::timeout(self.timeout, recv.trailers()).await;
                 match t {
                     Ok(Ok(t)) => {
+                        self.grpc_status = t
+                            .as_ref()
+                            .and_then(|t| t.get("grpc-status"))
+                            .and_then(|v| crate::engine::grpc::status_code(v.as_bytes()));
                         self.trailers = t;
                         self.ended = true;
                         Ok(())

@@ -121,7 +121,8 @@ impl RequestView for H2Request<'_> {
 pub struct H2Client {
     parts: http::request::Parts,
     cookie: Option<Vec<u8>>,
-    recv: RecvStream,
+    /// The request body (`None` once taken by an HTTP/2 upstream).
+    recv: Option<RecvStream>,
     respond: SendResponse<Bytes>,
     peer: Option<IpAddr>,
     tls: bool,
@@ -152,7 +153,7 @@ pub(super) async fn stream(
         parts,
         cookie,
         read_whole: recv.is_end_stream(),
-        recv,
+        recv: Some(recv),
         respond,
         peer,
         tls,
@@ -261,22 +262,26 @@ impl Client for H2Client {
     }
 
     async fn buffer_small_body(&mut self, server: &ServerSection) -> Result<(), ClientFailure> {
-        if self.recv.is_end_stream() {
+        let length = self.request().content_length();
+        let Some(recv) = self.recv.as_mut() else {
+            return Ok(());
+        };
+        if recv.is_end_stream() {
             self.buffered = Some(Vec::new());
             self.read_whole = true;
             return Ok(());
         }
-        match self.request().content_length() {
+        match length {
             Some(n) if n <= SMALL_BODY => {}
             _ => return Ok(()),
         }
         let timeout = Duration::from_millis(server.client_body_timeout_ms);
         let mut body = Vec::new();
         loop {
-            match tokio::time::timeout(timeout, self.recv.data()).await {
+            match tokio::time::timeout(timeout, recv.data()).await {
                 Ok(Some(Ok(b))) => {
                     body.extend_from_slice(&b);
-                    let _ = self.recv.flow_control().release_capacity(b.len());
+                    let _ = recv.flow_control().release_capacity(b.len());
                     if body.len() as u64 > SMALL_BODY {
                         return Err(ClientFailure::Disconnected);
                     }
@@ -287,7 +292,7 @@ impl Client for H2Client {
             }
         }
         // The DATA frames ended: with the stream, or with trailers.
-        match tokio::time::timeout(timeout, self.recv.trailers()).await {
+        match tokio::time::timeout(timeout, recv.trailers()).await {
             Ok(Ok(t)) => self.trailers = t,
             Ok(Err(_)) => return Err(ClientFailure::Disconnected),
             Err(_) => return Err(ClientFailure::TimedOut),
@@ -307,14 +312,18 @@ impl Client for H2Client {
 
     fn body(&mut self, server: &ServerSection) -> impl Source<Error = ClientFailure> + '_ {
         let timeout = Duration::from_millis(server.client_body_timeout_ms);
-        let mut body = RecvSource::new(
-            &mut self.recv,
+        let mut body = RecvSource::of(
+            self.recv.as_mut(),
             timeout,
             ClientFailure::TimedOut,
             ClientFailure::Disconnected,
         );
         body.read_whole = Some(&mut self.read_whole);
         body
+    }
+
+    fn take_h2_body(&mut self) -> Option<RecvStream> {
+        self.recv.take()
     }
 
     fn body_length(&self) -> Option<u64> {
@@ -385,6 +394,22 @@ impl Client for H2Client {
         }
     }
 
+    async fn answer_grpc(&mut self, code: u8, words: &str, backend: Option<&[u8]>, _keep: bool) {
+        let mut resp = http::Response::builder()
+            .status(200)
+            .header("server", "ketama-router")
+            .header("date", &crate::engine::date::now()[..])
+            .header("content-type", "application/grpc")
+            .header("grpc-status", u16::from(code))
+            .header("grpc-message", crate::engine::grpc::encode_message(words));
+        if let Some(b) = backend {
+            resp = resp.header("x-ketama-backend", b);
+        }
+        if let Ok(resp) = resp.body(()) {
+            let _ = self.respond.send_response(resp, true);
+        }
+    }
+
     fn keeps(&self) -> bool {
         true
     }
@@ -429,6 +454,27 @@ impl Sink for H2Out {
             timeout: self.timeout,
         }
         .finish(trailers)
+        .await
+    }
+
+    async fn race<F: std::future::Future + Send>(
+        &mut self,
+        f: F,
+    ) -> Result<Option<F::Output>, SendError> {
+        // While the backend is read, the client may reset its stream (a
+        // gRPC call cancelled): the backend's stream is then reset at
+        // once, not when it next sends.
+        tokio::pin!(f);
+        let send = &mut self.send;
+        std::future::poll_fn(|cx| {
+            if let Poll::Ready(out) = f.as_mut().poll(cx) {
+                return Poll::Ready(Ok(Some(out)));
+            }
+            match send.poll_reset(cx) {
+                Poll::Ready(_) => Poll::Ready(Err(SendError::Closed)),
+                Poll::Pending => Poll::Pending,
+            }
+        })
         .await
     }
 

@@ -40,6 +40,7 @@ use crate::metrics::OpenConnection;
 
 pub mod body;
 pub mod client;
+pub mod conns;
 pub mod guard;
 pub mod rules;
 mod scan;

@@ -1,88 +1,42 @@
-//! HTTP/2 to backends (`[upstream_tls] h2 = true`, a TLS backend whose
-//! ALPN picked `h2`): one connection per backend and worker thread,
-//! shared by every request to it (each a stream, as many at once as the
-//! backend's `SETTINGS_MAX_CONCURRENT_STREAMS` allows), driven by a task
-//! of its own; a connection that failed or closed is replaced by the next
-//! request. One attempt sends the request as HTTP/2 (the fields nginx
-//! never forwards and those HTTP/2 forbids left out, `Host` as
-//! `:authority`), its body as DATA frames, and relays the response
-//! through the one copy loop.
+//! One attempt at an HTTP/2 backend (an `h2c` backend, or a TLS backend
+//! whose ALPN picked `h2`), on a stream of a shared connection
+//! ([`super::conns`]): the request as HTTP/2 (the fields nginx never
+//! forwards and those HTTP/2 forbids left out, `Host` as `:authority`,
+//! `te: trailers` when the client sent it, a gRPC call's `grpc-timeout`
+//! less the time it already spent), its body as DATA frames, and the
+//! response relayed through the one copy loop, trailers included.
+//!
+//! A body the client still streams goes on while the response comes back
+//! (gRPC's client and bidirectional streams): the two directions run at
+//! once, each held back by its receiver's flow-control window only. A
+//! client that resets its stream resets the backend's at once, and a
+//! backend's reset reaches the client.
+//!
+//! A stream the backend refused (`REFUSED_STREAM`), or that its `GOAWAY`
+//! says it never processed, is [`Failure::Refused`]: sent again elsewhere
+//! whatever the method, the backend not blamed.
 
-use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::time::Instant;
 
-use bytes::Bytes;
-use h2::client::SendRequest;
+use h2::client::ResponseFuture;
+use h2::RecvStream;
 use http::HeaderName;
 
 use super::body::{H2Sink, RecvSource};
+pub use super::conns::Sender;
 use crate::engine::body::Framing;
 use crate::engine::copy::{copy, Copied, CopyError};
 use crate::engine::exchange::{failed, send_failed, Client, ClientFailure, Respond, Tried};
 use crate::engine::fields::connection_specific;
+use crate::engine::grpc;
 use crate::engine::head_write::{forwarded_as_sent, write_forwarded_for, Upstream};
-use crate::engine::io::UpstreamIo;
-use crate::engine::pool;
 use crate::engine::record::Record;
 use crate::engine::request::Req;
 use crate::engine::response_head::{no_body, ResponseView};
 use crate::engine::Engine;
 use crate::policy::{Failure, Stage};
-use crate::state::RoutingState;
-
-/// A stream's way to a backend: its connection's request sender.
-pub struct Sender {
-    /// The connection's sender (a clone per request).
-    pub send: SendRequest<Bytes>,
-    /// The connection served earlier requests.
-    pub reused: bool,
-}
-
-thread_local! {
-    /// This thread's HTTP/2 connections to backends.
-    static SHARED: RefCell<HashMap<pool::Key, SendRequest<Bytes>>> = RefCell::new(HashMap::new());
-}
-
-/// This thread's HTTP/2 connection to `key`, while it is usable.
-pub fn shared(key: &pool::Key) -> Option<Sender> {
-    SHARED.with(|s| {
-        let mut s = s.borrow_mut();
-        let send = s.get_mut(key)?;
-        let waker = futures_util::task::noop_waker();
-        let mut cx = Context::from_waker(&waker);
-        // At its stream limit it is still usable (the request waits);
-        // failed or closed it is not.
-        if let Poll::Ready(Err(_)) = send.poll_ready(&mut cx) {
-            s.remove(key);
-            return None;
-        }
-        Some(Sender {
-            send: send.clone(),
-            reused: true,
-        })
-    })
-}
-
-/// Speaks HTTP/2 over `io` (the TLS connection whose ALPN picked it) and
-/// shares the connection for `key`.
-pub async fn handshake(io: UpstreamIo, key: pool::Key) -> Result<Sender, Failure> {
-    let (send, conn) = h2::client::Builder::new()
-        .handshake::<_, Bytes>(io)
-        .await
-        .map_err(|_| Failure::Connect)?;
-    tokio::spawn(async move {
-        if let Err(e) = conn.await {
-            tracing::debug!("an HTTP/2 connection to a backend ended: {e}");
-        }
-    });
-    SHARED.with(|s| s.borrow_mut().insert(key, send.clone()));
-    Ok(Sender {
-        send,
-        reused: false,
-    })
-}
+use crate::state::{BackendLimits, RoutingState};
 
 /// A backend's HTTP/2 response head, as the client's writer reads it.
 pub struct H2Response<'a>(pub &'a http::response::Parts);
@@ -108,11 +62,15 @@ impl ResponseView for H2Response<'_> {
     }
 }
 
-/// The request as an HTTP/2 backend gets it (see the module docs).
+/// The request as an HTTP/2 backend gets it (see the module docs):
+/// `:scheme` `http` for an `h2c` backend, `https` over TLS; a gRPC
+/// call's `grpc-timeout` as what is left of `deadline`.
 fn request(
     req: &impl Req,
     up: &Upstream<'_>,
     fallback_authority: &str,
+    plain: bool,
+    deadline: Option<Instant>,
 ) -> Result<http::Request<()>, http::Error> {
     let authority = req
         .authority()
@@ -120,7 +78,7 @@ fn request(
         .and_then(|a| std::str::from_utf8(a).ok())
         .unwrap_or(fallback_authority);
     let (slash, target) = req.forward_target();
-    let mut uri = format!("https://{authority}");
+    let mut uri = format!("{}://{authority}", if plain { "http" } else { "https" });
     if slash {
         uri.push('/');
     }
@@ -128,7 +86,19 @@ fn request(
     let mut b = http::Request::builder()
         .method(http::Method::from_bytes(req.method()).unwrap_or(http::Method::GET))
         .uri(uri);
+    let mut trailers = false;
     for (name, value) in req.fields() {
+        if name.eq_ignore_ascii_case(b"te") {
+            // nginx's grpc_pass: `te: trailers` only when the client
+            // sent it.
+            trailers |= value
+                .split(|&b| b == b',')
+                .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
+            continue;
+        }
+        if deadline.is_some() && name.eq_ignore_ascii_case(b"grpc-timeout") {
+            continue;
+        }
         if !forwarded_as_sent(name, true, up) || connection_specific(name) {
             continue;
         }
@@ -138,6 +108,13 @@ fn request(
         ) {
             b = b.header(n, v);
         }
+    }
+    if trailers {
+        b = b.header(http::header::TE, "trailers");
+    }
+    if let Some(d) = deadline {
+        let left = d.saturating_duration_since(Instant::now());
+        b = b.header("grpc-timeout", grpc::format_timeout(left));
     }
     if let Some(n) = req.content_length() {
         b = b.header(http::header::CONTENT_LENGTH, n);
@@ -180,13 +157,24 @@ fn encode_target(target: &[u8], out: &mut String) {
     }
 }
 
+/// What an error of `h2`'s on a stream means: the backend refused it
+/// or never processed it ([`Failure::Refused`]), or it broke.
+fn stream_failure(e: &h2::Error) -> Failure {
+    let refused = e.is_reset() && e.reason() == Some(h2::Reason::REFUSED_STREAM);
+    if e.is_remote() && (refused || e.is_go_away()) {
+        Failure::Refused
+    } else {
+        Failure::Broken
+    }
+}
+
 /// One attempt at an HTTP/2 backend.
 pub async fn attempt<C: Client>(
     e: &Engine,
     c: &mut C,
     state: &Arc<RoutingState>,
     r: &mut Record,
-    sender: Sender,
+    conn: Sender,
 ) -> Tried {
     let server = &state.validated.config.server;
     let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
@@ -204,44 +192,119 @@ pub async fn attempt<C: Client>(
             .as_ref()
             .map(|h| (h.as_str().as_bytes(), told.map(str::as_bytes))),
     };
-    let Ok(req) = request(&c.request(), &up, &backend.server) else {
+    let plain = backend.tls.is_none();
+    let Ok(req) = request(&c.request(), &up, &backend.server, plain, r.deadline) else {
         return failed(Stage::Connect, Failure::Other);
     };
-    let ready = tokio::time::timeout(limits.write_timeout, sender.send.ready()).await;
+    // The stream's place on its connection is given back when `conn`
+    // goes, as this attempt ends.
+    let Sender { send, reused, .. } = conn;
+    let ready = tokio::time::timeout(limits.write_timeout, send.ready()).await;
+    // A connection told GOAWAY since it was picked takes no stream: this
+    // one was never sent.
     let mut send = match ready {
         Ok(Ok(s)) => s,
+        Ok(Err(err)) if reused => return failed(Stage::AwaitingHead, stream_failure(&err)),
         Ok(Err(_)) => return failed(Stage::AwaitingHead, Failure::Broken),
         Err(_) => return failed(Stage::AwaitingHead, Failure::Timeout),
     };
     let empty = c.buffered().is_some_and(|b| b.is_empty()) && c.trailers().is_none();
     let (response, mut stream) = match send.send_request(req, empty) {
         Ok(s) => s,
-        Err(_) => return failed(Stage::AwaitingHead, Failure::Broken),
+        Err(err) => return failed(Stage::AwaitingHead, stream_failure(&err)),
     };
     r.head_sent();
-    let mut sink = H2Sink {
-        send: &mut stream,
-        timeout: limits.write_timeout,
-    };
-    let sent = match c.buffered() {
-        Some(_) if empty => Ok(()),
-        Some(body) => match sink.send_data(body, false).await {
-            Ok(()) => sink.end(c.trailers()),
-            Err(e) => Err(e),
+    let write_timeout = limits.write_timeout;
+    if c.buffered().is_some() {
+        let mut sink = H2Sink {
+            send: &mut stream,
+            timeout: write_timeout,
+        };
+        if let Some(body) = c.buffered().filter(|_| !empty) {
+            let sent = match sink.send_data(body, false).await {
+                Ok(()) => sink.end(c.trailers()),
+                Err(e) => Err(e),
+            };
+            if sent.is_err() {
+                return failed(Stage::AwaitingHead, Failure::Broken);
+            }
         }
-        .map_err(|_| failed(Stage::AwaitingHead, Failure::Broken)),
-        None => {
-            let mut body = c.body(server);
-            match copy(&mut body, &mut sink).await {
-                Ok(_) => Ok(()),
-                Err(CopyError::Source(f, _)) => Err(Tried::ClientFailed(f)),
-                Err(CopyError::Sink(_, _)) => Err(failed(Stage::AwaitingHead, Failure::Broken)),
+        let t = relay(e, c, state, r, response, limits).await;
+        drop(stream);
+        return t;
+    }
+    let client_timeout = std::time::Duration::from_millis(server.client_body_timeout_ms);
+    let Some(mut body) = c.take_h2_body() else {
+        // An HTTP/1 client's body: whole, then the response.
+        let mut sink = H2Sink {
+            send: &mut stream,
+            timeout: write_timeout,
+        };
+        let mut body = c.body(server);
+        match copy(&mut body, &mut sink).await {
+            Ok(_) => {}
+            Err(CopyError::Source(f, _)) => return Tried::ClientFailed(f),
+            Err(CopyError::Sink(_, _)) => return failed(Stage::AwaitingHead, Failure::Broken),
+        }
+        drop(body);
+        return relay(e, c, state, r, response, limits).await;
+    };
+    // An HTTP/2 client's body streams on while the response comes back.
+    let pump = async {
+        let mut src = RecvSource::new(
+            &mut body,
+            client_timeout,
+            ClientFailure::TimedOut,
+            ClientFailure::Disconnected,
+        );
+        let mut sink = H2Sink {
+            send: &mut stream,
+            timeout: write_timeout,
+        };
+        copy(&mut src, &mut sink).await
+    };
+    let ended = {
+        let relay = relay(e, c, state, r, response, limits);
+        tokio::pin!(pump, relay);
+        let mut pumping = true;
+        loop {
+            tokio::select! {
+                t = &mut relay => break Ok(t),
+                p = &mut pump, if pumping => {
+                    pumping = false;
+                    // The client failed its body: the backend's stream was
+                    // reset (the sink's abort); the response is moot. A
+                    // backend that stopped taking the body answers (or
+                    // resets) on the response's side.
+                    if let Err(CopyError::Source(f, _)) = p {
+                        break Err(f);
+                    }
+                }
             }
         }
     };
-    if let Err(t) = sent {
-        return t;
+    drop((stream, body));
+    match ended {
+        Ok(t) => t,
+        Err(f) => {
+            r.attempt_ended(state);
+            Tried::ClientFailed(f)
+        }
     }
+}
+
+/// The response to an attempt whose request went out: its head within
+/// `read_timeout` (the client leaving meanwhile ends the attempt), then
+/// its body and trailers to the client.
+async fn relay<C: Client>(
+    e: &Engine,
+    c: &mut C,
+    state: &Arc<RoutingState>,
+    r: &mut Record,
+    response: ResponseFuture,
+    limits: BackendLimits,
+) -> Tried {
+    let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
     let head = tokio::select! {
         h = tokio::time::timeout(limits.read_timeout, response) => h,
         () = c.gone() => {
@@ -251,10 +314,10 @@ pub async fn attempt<C: Client>(
     };
     let resp = match head {
         Ok(Ok(resp)) => resp,
-        Ok(Err(_)) => return failed(Stage::AwaitingHead, Failure::Broken),
+        Ok(Err(err)) => return failed(Stage::AwaitingHead, stream_failure(&err)),
         Err(_) => return failed(Stage::AwaitingHead, Failure::Timeout),
     };
-    let (parts, mut recv) = resp.into_parts();
+    let (parts, mut recv): (_, RecvStream) = resp.into_parts();
     let status = parts.status.as_u16();
     let name = state.cache.header();
     r.answered(
@@ -262,6 +325,10 @@ pub async fn attempt<C: Client>(
         status,
         parts.headers.get_all(name).iter().map(|v| v.as_bytes()),
     );
+    r.grpc_status = parts
+        .headers
+        .get("grpc-status")
+        .and_then(|v| grpc::status_code(v.as_bytes()));
     let length = parts
         .headers
         .get(http::header::CONTENT_LENGTH)
@@ -298,6 +365,9 @@ pub async fn attempt<C: Client>(
         Failure::Broken,
     );
     let copied = copy(&mut body, &mut out).await;
+    if let Some(s) = body.grpc_status {
+        r.grpc_status = Some(s);
+    }
     match copied {
         Ok(Copied::Whole(b) | Copied::Stopped(b)) => {
             r.bytes_sent = b;
