@@ -334,3 +334,71 @@ fn each_call_goes_where_grpcs_own_ring_hash_sends_it() {
     let used: std::collections::HashSet<_> = routed.iter().collect();
     assert_eq!(used.len(), 5, "every backend serves some keys");
 }
+
+/// The router's resident memory, in KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// A gRPC message frame: uncompressed, its length, the bytes.
+fn grpc_message(m: &[u8]) -> Vec<u8> {
+    let mut out = vec![0];
+    out.extend((m.len() as u32).to_be_bytes());
+    out.extend(m);
+    out
+}
+
+#[test]
+fn a_client_that_stops_reading_holds_the_backend_back_not_the_routers_memory() {
+    use common::h2raw::{self, frame, Reader, DATA, END_STREAM};
+    use std::io::Write;
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Servers::start(1, None);
+    let r = router(dir.path(), &servers, None, None, "");
+    let pid = r.child.id();
+    let before = rss_kib(pid);
+    // 256 messages of 1 MiB, to a client that grants the first 65,535
+    // bytes of its window and never another.
+    let mut c = h2raw::connect(r.proxy);
+    let req = h2raw::request(
+        "POST",
+        "/test.Echo/ServerStream",
+        &[("content-type", "application/grpc"), ("te", "trailers")],
+    );
+    c.write_all(&h2raw::headers(1, &req, false)).unwrap();
+    c.write_all(&frame(DATA, END_STREAM, 1, &grpc_message(b"256 1048576")))
+        .unwrap();
+    let mut reader = Reader::default();
+    reader.quiet = true;
+    reader.until(&mut c, Duration::from_secs(10), |r| {
+        r.stream(1).body.len() >= 65_535
+    });
+    assert_eq!(
+        reader.read.stream(1).body.len(),
+        65_535,
+        "the window's worth"
+    );
+    // Over the next second and a half the router holds at most its
+    // windows' worth (64 KiB a stream from the backend), not the 256 MiB
+    // the backend would send.
+    let mut peak = 0;
+    let until = Instant::now() + Duration::from_millis(1500);
+    while Instant::now() < until {
+        peak = peak.max(rss_kib(pid));
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let grew = peak.saturating_sub(before);
+    assert!(
+        grew < 16 * 1024,
+        "the router grew {grew} KiB for a stalled stream"
+    );
+    // Nothing more reached the client meanwhile.
+    reader.until(&mut c, Duration::from_millis(200), |_| false);
+    assert_eq!(reader.read.stream(1).body.len(), 65_535);
+    eprintln!("stalled stream: the router grew {grew} KiB");
+}

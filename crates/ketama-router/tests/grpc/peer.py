@@ -10,7 +10,8 @@
 Service `test.Echo`, raw bytes (no protobuf): every answer carries the
 serving port as initial metadata `x-port`.
   Unary         echoes the request; trailing metadata x-trailer: t-PORT
-  ServerStream  the request is a count N: N messages b"mI"
+  ServerStream  the request is a count N: N messages b"mI" ("N SIZE": N
+                messages of SIZE bytes)
   ClientStream  answers {"count", "bytes"} of what it read
   Bidi          echoes each message as it comes
   Fail          INVALID_ARGUMENT "bad argument"
@@ -50,8 +51,9 @@ def handlers(port):
 
     def server_stream(req, context):
         port_md(context, port)
-        for i in range(int(req)):
-            yield b"m%d" % i
+        n, _, size = req.partition(b" ")
+        for i in range(int(n)):
+            yield b"m%d" % i if not size else b"z" * int(size)
 
     def client_stream(it, context):
         port_md(context, port)

@@ -99,6 +99,10 @@ pub fn shared(key: &pool::Key) -> Option<Sender> {
 /// `key`.
 pub async fn handshake(io: UpstreamIo, key: pool::Key) -> Result<Sender, Failure> {
     let (send, conn) = h2::client::Builder::new()
+        // Until the backend's SETTINGS say otherwise, RFC 9113's
+        // recommended least limit (`h2` would take any number and queue
+        // past the real one, behind streams that may last for hours).
+        .initial_max_send_streams(100)
         .initial_window_size(STREAM_WINDOW)
         .initial_connection_window_size(CONNECTION_WINDOW)
         .handshake::<_, Bytes>(io)
