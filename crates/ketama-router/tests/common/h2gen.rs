@@ -7,6 +7,11 @@
 //! client's RST_STREAM at any point, and SETTINGS, PING, PRIORITY and
 //! WINDOW_UPDATE frames between them all, interleaved across streams as
 //! RFC 9113 allows (a header block is never split by another frame).
+//! One stream in five is shaped as a gRPC call: `POST`,
+//! `content-type: application/grpc`, `te: trailers`, `grpc-timeout`, no
+//! `content-length`, a body of length-prefixed messages cut into DATA
+//! frames anywhere (empty ones included), ended on its last DATA frame or
+//! an empty one.
 
 use rand::rngs::StdRng;
 use rand::seq::IndexedRandom;
@@ -56,6 +61,8 @@ pub struct Stream {
     pub ending: Ending,
     pub length: Length,
     pub odd: Odd,
+    /// Shaped as a gRPC call (see the module docs).
+    pub grpc: bool,
     /// The client resets the stream after this many of its frames
     /// (`None`: never).
     pub reset_after: Option<usize>,
@@ -67,8 +74,9 @@ impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} {} {} data {:?} {:?} length {:?} {:?} reset after {:?}",
+            "{}{} {} {} data {:?} {:?} length {:?} {:?} reset after {:?}",
             self.id,
+            if self.grpc { " grpc" } else { "" },
             self.method,
             self.path,
             self.pieces,
@@ -103,7 +111,50 @@ const EXTRA: [(&str, &str); 6] = [
     ("te", "trailers"),
 ];
 
+/// A gRPC-shaped stream (see the module docs).
+fn grpc_stream(rng: &mut StdRng, id: u32, case: u64) -> Stream {
+    let mut body = Vec::new();
+    for _ in 0..rng.random_range(1..=3) {
+        let n = *[0usize, 5, 100, 3000].choose(rng).unwrap();
+        body.push(0);
+        body.extend((n as u32).to_be_bytes());
+        body.extend((0..n).map(|i| b'A' + (i % 26) as u8));
+    }
+    // Cut anywhere, message boundaries or not; some cuts empty.
+    let mut cuts: Vec<usize> = (0..rng.random_range(0..4))
+        .map(|_| rng.random_range(0..=body.len()))
+        .collect();
+    cuts.sort_unstable();
+    let mut pieces = Vec::new();
+    let mut at = 0;
+    for c in cuts.into_iter().chain([body.len()]) {
+        pieces.push(c - at);
+        at = c;
+    }
+    let mut s = Stream {
+        id,
+        method: "POST",
+        path: format!("/pkg.Svc/Call{case}x{id}"),
+        body,
+        pieces,
+        ending: *[Ending::OnData, Ending::EmptyData].choose(rng).unwrap(),
+        length: Length::None,
+        odd: Odd::None,
+        grpc: true,
+        reset_after: None,
+        units: Vec::new(),
+    };
+    s.units = units(rng, &s);
+    if rng.random_bool(0.1) {
+        s.reset_after = Some(rng.random_range(1..=s.units.len()));
+    }
+    s
+}
+
 fn stream(rng: &mut StdRng, id: u32, case: u64) -> Stream {
+    if rng.random_bool(0.2) {
+        return grpc_stream(rng, id, case);
+    }
     let method = *["GET", "POST", "PUT", "POST"].choose(rng).unwrap();
     let path = format!("/c{case}/s{id}?q={}", rng.random_range(0..1000));
     let has_body = method != "GET" && rng.random_bool(0.85);
@@ -152,6 +203,7 @@ fn stream(rng: &mut StdRng, id: u32, case: u64) -> Stream {
         ending,
         length,
         odd,
+        grpc: false,
         reset_after: None,
         units: Vec::new(),
     };
@@ -173,8 +225,26 @@ fn units(rng: &mut StdRng, s: &Stream) -> Vec<Vec<u8>> {
         .into_iter()
         .map(|(n, v)| (n.to_vec(), v.to_vec()))
         .collect();
+    if s.grpc {
+        for (n, v) in [
+            ("content-type", "application/grpc"),
+            ("te", "trailers"),
+            ("grpc-timeout", "10S"),
+            ("user-agent", "grpc-c/48.0.0 (linux; chttp2)"),
+        ] {
+            fields.push((n.as_bytes().to_vec(), v.as_bytes().to_vec()));
+        }
+    }
     for _ in 0..rng.random_range(0..3) {
         let (n, v) = EXTRA.choose(rng).unwrap();
+        // A gRPC stream's own fields are not repeated: the `h2` crate
+        // hands a name's values together, so a repeat with another name
+        // between would reach the backend moved up (same-name order kept,
+        // which is all RFC 9110 gives meaning to); nginx keeps the order
+        // as received.
+        if s.grpc && fields.iter().any(|(f, _)| f == n.as_bytes()) {
+            continue;
+        }
         fields.push((n.as_bytes().to_vec(), v.as_bytes().to_vec()));
     }
     if let Some(cl) = &cl {

@@ -1,7 +1,10 @@
 //! The soak's HTTP/2 client (h2c, raw frames): on one connection, by
 //! turns, an upload ended by an empty DATA frame with END_STREAM (what
-//! `curl -T -` sends), a POST ended by trailers, and a GET after a stream
-//! it opened and reset at once (rapid reset's shape). Each answer is
+//! `curl -T -` sends), a POST ended by trailers, a GET after a stream
+//! it opened and reset at once (rapid reset's shape), and a gRPC-shaped
+//! call (`application/grpc`, `te: trailers`, `grpc-timeout`, a framed
+//! message cut across two DATA frames; the router's own refusal of it is
+//! trailers-only, `grpc-status` 14). Each answer is
 //! judged as the HTTP/1 clients' are: a whole 200 from the backend the
 //! router named, with that backend's body for the target.
 
@@ -54,7 +57,7 @@ pub fn exchange(
     let h = conn.as_mut().unwrap();
     let id = h.next;
     let mut bytes = Vec::new();
-    match i % 3 {
+    match i % 4 {
         // An upload as curl -T - sends it.
         0 => {
             bytes.extend(headers(id, &request("PUT", target, &[]), false));
@@ -67,6 +70,17 @@ pub fn exchange(
             bytes.extend(frame(DATA, 0, id, b"soak"));
             let t: [(&[u8], &[u8]); 1] = [(b"x-soak", b"1")];
             bytes.extend(headers(id, &t, true));
+        }
+        // A gRPC-shaped call.
+        2 => {
+            let grpc = [
+                ("content-type", "application/grpc"),
+                ("te", "trailers"),
+                ("grpc-timeout", "10S"),
+            ];
+            bytes.extend(headers(id, &request("POST", target, &grpc), false));
+            bytes.extend(frame(DATA, 0, id, &[0, 0, 0, 0, 9, b's', b'o']));
+            bytes.extend(frame(DATA, END_STREAM, id, b"ak grpc"));
         }
         // A stream reset at once, then the GET.
         _ => {
@@ -102,6 +116,7 @@ pub fn exchange(
         }
         None => Outcome::Transport(format!("stream {id} reset ({:?})", s.reset)),
         Some(502) if s.body.windows(12).any(|w| w == b"no healthy b") => Outcome::Exhausted,
+        Some(200) if exhausted_grpc(&s.fields) => Outcome::Exhausted,
         Some(200) if s.reset.is_some() => Outcome::Truncated,
         Some(200) if backend.is_none_or(|p| s.body != body_for(p, target)) => Outcome::WrongBody,
         Some(200) => Outcome::Ok,
@@ -111,4 +126,12 @@ pub fn exchange(
         *conn = None;
     }
     (backend, outcome)
+}
+
+/// The router's own trailers-only answer to a gRPC call when no backend
+/// was left: `grpc-status` 14 and its words.
+fn exhausted_grpc(fields: &[(String, String)]) -> bool {
+    let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    field("grpc-status") == Some("14")
+        && field("grpc-message").is_some_and(|m| m.contains("no healthy b"))
 }
