@@ -562,6 +562,10 @@ for section in SECTIONS:
         import loadbench_cost
         loadbench_cost.cost(sys.modules[__name__])
         continue
+    if section == "grpc":
+        import loadbench_grpc
+        loadbench_grpc.grpc(sys.modules[__name__])
+        continue
     if section == "h2":
         # HTTP/2 alone: the cost section's last part.
         import loadbench_cost

@@ -13,7 +13,7 @@
 #
 # Usage: scripts/loadbench.sh [SECONDS_PER_RUN] [ROUNDS] [SECTIONS]
 #   defaults: 10 s, 5 rounds, sections throughput,alloc,balance,scale,flood
-#   (also: access_log, tls, bodies, conns, cost, h2)
+#   (also: access_log, tls, bodies, conns, cost, h2, grpc)
 #   (add tls, or give it alone: scripts/loadbench.sh 10 5 tls).
 #   BASELINE_BIN=DIR adds DIR/router (built before a change) to the cost
 #   and bodies sections' rounds, and DIR/stock-jemalloc to the bodies

@@ -123,30 +123,37 @@ def uri_file(lb, scheme, port):
     return path
 
 
-def counted_h2load(lb, cost, port, pid, use_perf, tls):
-    """One h2load run with the server's process counted: (requests/s, CPU
-    us, syscalls), each per request."""
-    scheme = "https" if tls else "http"
-    cmd = ["h2load", "-c8", "-m10", "-t1", "-D", str(lb.DUR), "-i", uri_file(lb, scheme, port)]
-    u0, s0 = cost.proc_cpu(pid)
+def run_h2load(cmd, port, pid, use_perf):
+    """Runs the h2load command `cmd` against `port`, the process `pid`
+    counted by perf when use_perf: (requests that succeeded, h2load's
+    output, {perf event: count})."""
     if use_perf:
         r = subprocess.run(["perf", "stat", "-x", ",", "-e", "task-clock,raw_syscalls:sys_enter", "-p", str(pid), "--"] + cmd,
                            capture_output=True, text=True, check=True)
         out, stat = r.stdout, r.stderr
     else:
         out, stat = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout, ""
-    u1, s1 = cost.proc_cpu(pid)
     ok = re.search(r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded", out)
     codes = re.search(r"status codes: (\d+) 2xx", out)
     if not ok or not codes or int(codes.group(1)) == 0:
         raise SystemExit(f"loadbench: h2load against {port}: {out}")
-    reqs = int(ok.group(1))
-    rps = float(re.search(r"finished in [\d.]+\w*, ([\d.]+) req/s", out).group(1))
     counts = {}
     for line in stat.splitlines():
         parts = line.split(",")
         if len(parts) > 3 and parts[0].replace(".", "", 1).isdigit():
             counts[parts[2]] = float(parts[0])
+    return int(ok.group(1)), out, counts
+
+
+def counted_h2load(lb, cost, port, pid, use_perf, tls):
+    """One h2load run with the server's process counted: (requests/s, CPU
+    us, syscalls), each per request."""
+    scheme = "https" if tls else "http"
+    cmd = ["h2load", "-c8", "-m10", "-t1", "-D", str(lb.DUR), "-i", uri_file(lb, scheme, port)]
+    u0, s0 = cost.proc_cpu(pid)
+    reqs, out, counts = run_h2load(cmd, port, pid, use_perf)
+    u1, s1 = cost.proc_cpu(pid)
+    rps = float(re.search(r"finished in [\d.]+\w*, ([\d.]+) req/s", out).group(1))
     cpu = counts["task-clock"] * 1e3 / reqs if "task-clock" in counts else (u1 - u0 + s1 - s0) * 1e6 / reqs
     calls = counts["raw_syscalls:sys_enter"] / reqs if "raw_syscalls:sys_enter" in counts else None
     return rps, cpu, calls

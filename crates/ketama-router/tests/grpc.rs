@@ -250,6 +250,29 @@ fn the_routers_own_answer_past_the_deadline_is_deadline_exceeded() {
 }
 
 #[test]
+fn an_http1_grpc_web_call_gets_the_same_trailers_only_answer() {
+    let (_hold, refusing) = refusing_addr();
+    let (r, _dir, _) = router_from(|proxy, admin, _| {
+        format!(
+            "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[health]\nenabled = false\n\n[[backends]]\naddress = \"{refusing}\"\n"
+        )
+    });
+    let ct = [("content-type", "application/grpc-web+proto")];
+    let resp = request(r.proxy, "POST", "/pkg.Svc/Get", &ct, "\0\0\0\0\0").unwrap();
+    assert_eq!(resp.status, 200, "{}", resp.body);
+    assert_eq!(
+        resp.headers.get("grpc-status").map(String::as_str),
+        Some("14")
+    );
+    let words = resp.headers.get("grpc-message").unwrap();
+    assert!(words.contains("no backend could serve"), "{words}");
+    assert_eq!(resp.body, "");
+    // Not gRPC: the HTTP answer, as before.
+    let resp = request(r.proxy, "POST", "/x", &[], "").unwrap();
+    assert_eq!(resp.status, 502);
+}
+
+#[test]
 fn a_clients_cancel_reaches_the_backend_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let servers = Servers::start(1, None);

@@ -153,6 +153,13 @@ pub trait Client: Send {
         backend: Option<&[u8]>,
         keep: bool,
     ) -> impl Future<Output = ()> + Send;
+    /// After the response's head went out and a gRPC call's deadline
+    /// passed: ends the response with `grpc-status` `code` (HTTP/2's
+    /// trailers); whether it could (an HTTP/1 client: no).
+    fn end_late(&mut self, code: u8, words: &str) -> impl Future<Output = bool> + Send {
+        let _ = (code, words);
+        async { false }
+    }
     /// Whether the connection may serve another request after an answer
     /// of the router's own to this one, read whole (HTTP/1: the client
     /// asked to keep it, and the router is not stopping; HTTP/2: always,
@@ -228,9 +235,20 @@ pub async fn exchange<C: Client>(
     match tokio::time::timeout_at(deadline.into(), attempts(e, c, state, r)).await {
         Ok(ended) => ended,
         // The call's deadline passed: whatever was in flight was dropped
-        // (a backend's stream reset with it). An answer already begun is
-        // cut (its stream reset); else DEADLINE_EXCEEDED, as Envoy answers.
-        Err(_) if r.status != 0 => Ended::Gone,
+        // (a backend's stream reset with it). An answer already begun ends
+        // with DEADLINE_EXCEEDED in its trailers where the protocol has
+        // them (else it is cut); one not begun is DEADLINE_EXCEEDED
+        // trailers-only, as Envoy answers.
+        Err(_) if r.status != 0 => {
+            r.grpc_status = Some(grpc::DEADLINE_EXCEEDED);
+            match c
+                .end_late(grpc::DEADLINE_EXCEEDED, grpc::DEADLINE_WORDS)
+                .await
+            {
+                true => Ended::Answered,
+                false => Ended::Gone,
+            }
+        }
         Err(_) => {
             r.status = 504;
             r.grpc_status = Some(grpc::DEADLINE_EXCEEDED);

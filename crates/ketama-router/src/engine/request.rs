@@ -31,6 +31,12 @@ pub trait Req: RequestView {
     fn websocket(&self) -> bool;
     /// The protocol as nginx's `$server_protocol` writes it.
     fn protocol(&self) -> &'static str;
+    /// The head as the `http` crate holds it, when it came that way (an
+    /// HTTP/2 stream's): an HTTP/2 backend is then handed its fields and
+    /// target without parsing them again.
+    fn parts(&self) -> Option<&http::request::Parts> {
+        None
+    }
 
     /// The first value of field `name` (any case), if sent.
     fn field(&self, name: &[u8]) -> Option<&[u8]> {

@@ -24,6 +24,12 @@ pub trait ResponseView: Sync {
     fn reason(&self) -> &[u8];
     /// The fields, in order.
     fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])>;
+    /// The fields as the `http` crate holds them, when they came that way
+    /// (an HTTP/2 backend's): an HTTP/2 client is then handed them
+    /// without parsing them again.
+    fn headers(&self) -> Option<&http::HeaderMap> {
+        None
+    }
 }
 
 /// An HTTP/1 response head over the buffer it was read into.

@@ -131,7 +131,12 @@ pub fn exchange(
 /// The router's own trailers-only answer to a gRPC call when no backend
 /// was left: `grpc-status` 14 and its words.
 fn exhausted_grpc(fields: &[(String, String)]) -> bool {
-    let field = |name: &str| fields.iter().find(|(n, _)| n == name).map(|(_, v)| v.as_str());
+    let field = |name: &str| {
+        fields
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    };
     field("grpc-status") == Some("14")
         && field("grpc-message").is_some_and(|m| m.contains("no healthy b"))
 }

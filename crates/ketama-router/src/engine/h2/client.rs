@@ -89,6 +89,10 @@ impl Req for H2Request<'_> {
     fn protocol(&self) -> &'static str {
         "HTTP/2.0"
     }
+
+    fn parts(&self) -> Option<&http::request::Parts> {
+        Some(self.parts)
+    }
 }
 
 impl RequestView for H2Request<'_> {
@@ -124,6 +128,10 @@ pub struct H2Client {
     /// The request body (`None` once taken by an HTTP/2 upstream).
     recv: Option<RecvStream>,
     respond: SendResponse<Bytes>,
+    /// The response's body stream once its head went out, and whether it
+    /// ended: kept here (its sink borrows it) so that a call whose
+    /// deadline passed mid-answer can still be ended with its status.
+    out: Option<(SendStream<Bytes>, bool)>,
     peer: Option<IpAddr>,
     tls: bool,
     /// The body, when read whole, and the trailers that ended it.
@@ -155,6 +163,7 @@ pub(super) async fn stream(
         read_whole: recv.is_end_stream(),
         recv: Some(recv),
         respond,
+        out: None,
         peer,
         tls,
         buffered: None,
@@ -211,15 +220,27 @@ pub fn response<'k>(
     *resp.status_mut() =
         http::StatusCode::from_u16(head.status()).unwrap_or(http::StatusCode::BAD_GATEWAY);
     let h = resp.headers_mut();
-    for (name, value) in head.fields() {
-        if name.eq_ignore_ascii_case(b"date") || connection_specific(name) {
-            continue;
+    match head.headers() {
+        // An HTTP/2 backend's: the names and values as they are.
+        Some(from) => {
+            for (n, v) in from {
+                if n != http::header::DATE && !connection_specific(n.as_str().as_bytes()) {
+                    h.append(n.clone(), v.clone());
+                }
+            }
         }
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(name),
-            http::HeaderValue::from_bytes(value),
-        ) {
-            h.append(n, v);
+        None => {
+            for (name, value) in head.fields() {
+                if name.eq_ignore_ascii_case(b"date") || connection_specific(name) {
+                    continue;
+                }
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(name),
+                    http::HeaderValue::from_bytes(value),
+                ) {
+                    h.append(n, v);
+                }
+            }
         }
     }
     let date = crate::engine::date::now();
@@ -358,10 +379,11 @@ impl Client for H2Client {
             .respond
             .send_response(resp, end)
             .map_err(|_| SendError::Closed)?;
+        let (send, ended) = self.out.insert((send, end));
         Ok(H2Out {
             send,
             timeout: self.send_timeout,
-            ended: end,
+            ended,
         })
     }
 
@@ -410,6 +432,19 @@ impl Client for H2Client {
         }
     }
 
+    async fn end_late(&mut self, code: u8, words: &str) -> bool {
+        let Some((send, ended)) = self.out.as_mut().filter(|(_, ended)| !*ended) else {
+            return false;
+        };
+        *ended = true;
+        let mut t = http::HeaderMap::new();
+        t.insert("grpc-status", http::HeaderValue::from(u16::from(code)));
+        if let Ok(v) = http::HeaderValue::from_str(&crate::engine::grpc::encode_message(words)) {
+            t.insert("grpc-message", v);
+        }
+        send.send_trailers(t).is_ok()
+    }
+
     fn keeps(&self) -> bool {
         true
     }
@@ -421,19 +456,19 @@ impl Client for H2Client {
 }
 
 /// An HTTP/2 response's body on its way: the stream's sender.
-pub struct H2Out {
-    send: SendStream<Bytes>,
+pub struct H2Out<'a> {
+    send: &'a mut SendStream<Bytes>,
     timeout: Duration,
-    /// The stream ended with the head (no body).
-    ended: bool,
+    /// The stream ended (with the head, for a response without a body).
+    ended: &'a mut bool,
 }
 
-impl Sink for H2Out {
+impl Sink for H2Out<'_> {
     type Error = SendError;
 
     async fn push(&mut self, data: &[u8]) -> Result<Flow, SendError> {
         H2Sink {
-            send: &mut self.send,
+            send: self.send,
             timeout: self.timeout,
         }
         .push(data)
@@ -445,12 +480,12 @@ impl Sink for H2Out {
     }
 
     async fn finish(&mut self, trailers: Option<&http::HeaderMap>) -> Result<Flow, SendError> {
-        if self.ended {
+        if *self.ended {
             return Ok(Flow::Go);
         }
-        self.ended = true;
+        *self.ended = true;
         H2Sink {
-            send: &mut self.send,
+            send: self.send,
             timeout: self.timeout,
         }
         .finish(trailers)
@@ -483,6 +518,6 @@ impl Sink for H2Out {
         // unfinished, after the frames it queued (the head, the data so
         // far) went out. An explicit reset would drop those first, and the
         // client would see no answer at all.
-        self.ended = true;
+        *self.ended = true;
     }
 }

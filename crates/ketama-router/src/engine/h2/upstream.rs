@@ -60,6 +60,10 @@ impl ResponseView for H2Response<'_> {
             .iter()
             .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
     }
+
+    fn headers(&self) -> Option<&http::HeaderMap> {
+        Some(&self.0.headers)
+    }
 }
 
 /// The request as an HTTP/2 backend gets it (see the module docs):
@@ -72,41 +76,83 @@ fn request(
     plain: bool,
     deadline: Option<Instant>,
 ) -> Result<http::Request<()>, http::Error> {
-    let authority = req
-        .authority()
-        .or_else(|| req.field(b"host"))
-        .and_then(|a| std::str::from_utf8(a).ok())
-        .unwrap_or(fallback_authority);
-    let (slash, target) = req.forward_target();
-    let mut uri = format!("{}://{authority}", if plain { "http" } else { "https" });
-    if slash {
-        uri.push('/');
-    }
-    encode_target(target, &mut uri);
+    let scheme = if plain { "http" } else { "https" };
     let mut b = http::Request::builder()
-        .method(http::Method::from_bytes(req.method()).unwrap_or(http::Method::GET))
-        .uri(uri);
-    let mut trailers = false;
-    for (name, value) in req.fields() {
+        .method(http::Method::from_bytes(req.method()).unwrap_or(http::Method::GET));
+    // What to forward of a field (see the module docs); `te` and
+    // `grpc-timeout` are written below.
+    let pass = |name: &[u8], trailers: &mut bool, value: &[u8]| {
         if name.eq_ignore_ascii_case(b"te") {
             // nginx's grpc_pass: `te: trailers` only when the client
             // sent it.
-            trailers |= value
+            *trailers |= value
                 .split(|&b| b == b',')
                 .any(|t| t.trim_ascii().eq_ignore_ascii_case(b"trailers"));
-            continue;
+            return false;
         }
         if deadline.is_some() && name.eq_ignore_ascii_case(b"grpc-timeout") {
-            continue;
+            return false;
         }
-        if !forwarded_as_sent(name, true, up) || connection_specific(name) {
-            continue;
+        forwarded_as_sent(name, true, up) && !connection_specific(name)
+    };
+    let mut trailers = false;
+    let typed = req.parts().and_then(|p| {
+        let host = || {
+            p.headers
+                .get(http::header::HOST)?
+                .to_str()
+                .ok()?
+                .parse()
+                .ok()
+        };
+        let authority = match p.uri.authority() {
+            Some(a) => a.clone(),
+            None => host().or_else(|| fallback_authority.parse().ok())?,
+        };
+        let mut uri = http::uri::Parts::default();
+        uri.scheme = Some(if plain {
+            http::uri::Scheme::HTTP
+        } else {
+            http::uri::Scheme::HTTPS
+        });
+        uri.authority = Some(authority);
+        uri.path_and_query = p.uri.path_and_query().cloned();
+        Some((p, http::Uri::from_parts(uri).ok()?))
+    });
+    match typed {
+        // An HTTP/2 client's: the target and fields as parsed already.
+        Some((p, uri)) => {
+            b = b.uri(uri);
+            for (n, v) in &p.headers {
+                if pass(n.as_str().as_bytes(), &mut trailers, v.as_bytes()) {
+                    b = b.header(n.clone(), v.clone());
+                }
+            }
         }
-        if let (Ok(n), Ok(v)) = (
-            HeaderName::from_bytes(name),
-            http::HeaderValue::from_bytes(value),
-        ) {
-            b = b.header(n, v);
+        None => {
+            let authority = req
+                .authority()
+                .or_else(|| req.field(b"host"))
+                .and_then(|a| std::str::from_utf8(a).ok())
+                .unwrap_or(fallback_authority);
+            let (slash, target) = req.forward_target();
+            let mut uri = format!("{scheme}://{authority}");
+            if slash {
+                uri.push('/');
+            }
+            encode_target(target, &mut uri);
+            b = b.uri(uri);
+            for (name, value) in req.fields() {
+                if !pass(name, &mut trailers, value) {
+                    continue;
+                }
+                if let (Ok(n), Ok(v)) = (
+                    HeaderName::from_bytes(name),
+                    http::HeaderValue::from_bytes(value),
+                ) {
+                    b = b.header(n, v);
+                }
+            }
         }
     }
     if trailers {
