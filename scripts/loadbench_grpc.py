@@ -25,10 +25,14 @@ PEER = os.path.join(HERE, "..", "crates", "ketama-router", "tests", "grpc", "pee
 
 
 def servers(lb, n):
-    p = subprocess.Popen([sys.executable, PEER, "servers", str(n)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, text=True)
-    ports = json.loads(p.stdout.readline())["ports"]
-    return p, [f"127.0.0.1:{port}" for port in ports]
+    """n grpcio servers, each a process of its own (one GIL each)."""
+    procs, addrs = [], []
+    for _ in range(n):
+        p = subprocess.Popen([sys.executable, PEER, "servers", "1"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        addrs += [f"127.0.0.1:{port}" for port in json.loads(p.stdout.readline())["ports"]]
+        procs.append(p)
+    return procs, addrs
 
 
 def nginx_grpc(lb, port, backends):
@@ -121,7 +125,7 @@ def grpc(lb):
     med = statistics.median
     ref = res["nginx grpc_pass"]
     print(f"### gRPC unary calls (h2load -c8 -m10 -t1, 100-byte message, 8 keys, {lb.DUR} s a round, "
-          f"{lb.ROUNDS} interleaved rounds, medians; one worker each, 4 grpcio backends)\n")
+          f"{lb.ROUNDS} interleaved rounds, medians; one worker each, 4 grpcio backends, a process each)\n")
     print("| proxy | calls/s | CPU us / call (min-max) | system calls / call | CPU / nginx's (min-max) |")
     print("|---|---:|---:|---:|---:|")
     for name, _, _ in proxies:
@@ -134,5 +138,6 @@ def grpc(lb):
     print()
     for _, _, p in proxies:
         lb.stop(p)
-    peers.stdin.close()
-    peers.wait()
+    for p in peers:
+        p.stdin.close()
+        p.wait()

@@ -162,6 +162,17 @@ fn calls_of_every_kind_pass_between_h2c_peers() {
     });
     let st = status_json(&r);
     assert_eq!(st["grpc"]["3"], 1, "{}", st["grpc"]);
+    // The admin page names the codes (headless Chromium).
+    let dom = common::page::rendered(&format!("http://{}/ui#token=sekret", r.admin));
+    let grpc = dom
+        .split("<dd id=\"grpc\">")
+        .nth(1)
+        .unwrap_or("")
+        .split("</dd>")
+        .next()
+        .unwrap();
+    assert!(grpc.contains("INVALID_ARGUMENT (3) 1"), "{grpc}");
+    assert!(grpc.contains("OK (0)"), "{grpc}");
 }
 
 #[test]

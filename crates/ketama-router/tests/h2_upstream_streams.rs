@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::h2raw::{frame, GOAWAY, HEADERS, PREFACE, RST_STREAM, SETTINGS};
+use common::h2raw::{self, frame, Reader, DATA, GOAWAY, HEADERS, PREFACE, RST_STREAM, SETTINGS};
 use common::tls::Nginx;
 use common::*;
 
@@ -27,6 +27,8 @@ enum Mode {
     GoAway,
     /// `SETTINGS_MAX_CONCURRENT_STREAMS` 1, and a 200 after `delay`.
     OneAtATime(Duration),
+    /// A 200 head and a DATA frame, then RST_STREAM INTERNAL_ERROR.
+    ResetAfterHead,
 }
 
 /// What the raw backend saw: connections, the router's acknowledgements
@@ -93,6 +95,11 @@ fn serve(mut c: TcpStream, mode: Mode, seen: &Seen) -> std::io::Result<()> {
                 p.extend(0u32.to_be_bytes());
                 c.write_all(&frame(GOAWAY, 0, 0, &p))?;
             }
+            Mode::ResetAfterHead => {
+                c.write_all(&frame(HEADERS, 0x4, stream, &[0x88]))?;
+                c.write_all(&frame(DATA, 0, stream, b"part"))?;
+                c.write_all(&frame(RST_STREAM, 0, stream, &2u32.to_be_bytes()))?;
+            }
             Mode::OneAtATime(delay) => {
                 // Answered later, the connection read on meanwhile:
                 // `:status 200` (static table entry 8), END_STREAM and
@@ -117,7 +124,7 @@ fn h2c_nginx() -> Nginx {
 fn router(backends: &[SocketAddr], dir: &std::path::Path, extra: &str) -> RouterProc {
     let (proxy, admin) = (any_port(), any_port());
     let mut s = format!(
-        "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\nretries = 2\n{extra}\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[health]\nenabled = false\n\n[access_log]\npath = \"{}\"\nformat = \"json\"\n",
+        "[server]\nlisten = [\"{proxy}\"]\nh2c = true\ngrace_period_seconds = 0\nretries = 2\n{extra}\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[health]\nenabled = false\n\n[access_log]\npath = \"{}\"\nformat = \"json\"\n",
         dir.join("access.log").display()
     );
     for b in backends {
@@ -212,4 +219,80 @@ fn a_backends_stream_limit_opens_more_connections() {
         4,
         "one connection per stream at a limit of 1"
     );
+}
+
+#[test]
+fn a_backends_reset_reaches_the_client_and_a_refusal_is_a_grpc_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let (raw, _) = raw_backend(Mode::ResetAfterHead);
+    let r = router(&[raw], dir.path(), "");
+    // After the head: the client's stream is reset.
+    let mut c = h2raw::connect(r.proxy);
+    c.write_all(&h2raw::headers(1, &h2raw::request("GET", "/a", &[]), true))
+        .unwrap();
+    let mut reader = Reader::default();
+    reader.until(&mut c, Duration::from_secs(10), |r| r.stream(1).done());
+    let s = reader.read.stream(1);
+    assert_eq!(s.status, Some(200), "{s:?}");
+    // (`h2` drops a reset stream's unread DATA: RST_STREAM aborts.)
+    assert!(b"part".starts_with(&s.body), "{s:?}");
+    assert!(
+        s.reset.is_some(),
+        "the stream must not end as if whole: {s:?}"
+    );
+    // Refused before any head, a gRPC call gets the router's status.
+    let (refusing, _) = raw_backend(Mode::Refuse);
+    let dir = tempfile::tempdir().unwrap();
+    let r = router(&[refusing], dir.path(), "");
+    let mut c = h2raw::connect(r.proxy);
+    let call = h2raw::request(
+        "POST",
+        "/pkg.Svc/Get",
+        &[("content-type", "application/grpc"), ("te", "trailers")],
+    );
+    c.write_all(&h2raw::headers(1, &call, false)).unwrap();
+    c.write_all(&frame(DATA, 0x1, 1, &[0, 0, 0, 0, 0])).unwrap();
+    let mut reader = Reader::default();
+    reader.until(&mut c, Duration::from_secs(10), |r| r.stream(1).done());
+    let s = reader.read.stream(1);
+    let field = |n: &str| {
+        s.fields
+            .iter()
+            .find(|(k, _)| k == n)
+            .map(|(_, v)| v.clone())
+    };
+    assert_eq!(s.status, Some(200), "{s:?}");
+    assert_eq!(field("grpc-status").as_deref(), Some("14"), "{s:?}");
+    assert_eq!(field("content-type").as_deref(), Some("application/grpc"));
+    assert!(
+        s.body.is_empty() && s.trailers.is_empty(),
+        "trailers-only: {s:?}"
+    );
+}
+
+#[test]
+fn h2c_backends_pass_http2_health_checks() {
+    let dir = tempfile::tempdir().unwrap();
+    let nginx = h2c_nginx();
+    let (proxy, admin) = (any_port(), any_port());
+    let path = dir.path().join("router.toml");
+    std::fs::write(
+        &path,
+        format!(
+            "[server]\nlisten = [\"{proxy}\"]\ngrace_period_seconds = 0\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[health]\ninterval_ms = 100\n\n[[backends]]\naddress = \"{}\"\nh2c = true\n",
+            nginx.addr
+        ),
+    )
+    .unwrap();
+    let r = start_router_with(&path, &[], None);
+    // A check asked in HTTP/1.1 would fail (nginx's h2c listener speaks
+    // only HTTP/2) and take the backend out after two.
+    wait_for(Duration::from_secs(10), || {
+        let resp = admin_call(&r, "GET", "/ui/data", "");
+        let v: serde_json::Value = serde_json::from_str(&resp.body).unwrap();
+        v["backends"]["check"][0][0] == true
+    });
+    let resp = request(r.proxy, "GET", "/x", &[], "").unwrap();
+    assert_eq!((resp.status, resp.body.as_str()), (200, "ok\n"));
+    assert_eq!(status_json(&r)["backends"][0]["h2c"], true);
 }
