@@ -110,13 +110,15 @@ pub fn exchange(
         .iter()
         .find(|(n, _)| n == "x-ketama-backend")
         .and_then(|(_, v)| v.rsplit(':').next()?.parse().ok());
+    let own = own_grpc_answer(&s.fields).filter(|_| s.status == Some(200) && done);
     let outcome = match s.status {
+        // The router's own answer to the gRPC-shaped call.
+        Some(200) if own.is_some() => own.unwrap_or(Outcome::Ok),
         _ if !done => {
             Outcome::Transport(format!("no end of stream {id}: {:?}", h.reader.read.goaway))
         }
         None => Outcome::Transport(format!("stream {id} reset ({:?})", s.reset)),
         Some(502) if s.body.windows(12).any(|w| w == b"no healthy b") => Outcome::Exhausted,
-        Some(200) if exhausted_grpc(&s.fields) => Outcome::Exhausted,
         Some(200) if s.reset.is_some() => Outcome::Truncated,
         Some(200) if backend.is_none_or(|p| s.body != body_for(p, target)) => Outcome::WrongBody,
         Some(200) => Outcome::Ok,
@@ -128,15 +130,25 @@ pub fn exchange(
     (backend, outcome)
 }
 
-/// The router's own trailers-only answer to a gRPC call when no backend
-/// was left: `grpc-status` 14 and its words.
-fn exhausted_grpc(fields: &[(String, String)]) -> bool {
+/// The router's own trailers-only answer to a gRPC call (`server:
+/// ketama-router`, `grpc-status` 14 or 4), as the HTTP answer it stands
+/// for: no backend left, a 504 (a timeout, its words say), else a 502.
+fn own_grpc_answer(fields: &[(String, String)]) -> Option<Outcome> {
     let field = |name: &str| {
         fields
             .iter()
             .find(|(n, _)| n == name)
             .map(|(_, v)| v.as_str())
     };
-    field("grpc-status") == Some("14")
-        && field("grpc-message").is_some_and(|m| m.contains("no healthy b"))
+    if field("server") != Some("ketama-router") {
+        return None;
+    }
+    let words = field("grpc-message")?;
+    Some(match field("grpc-status")? {
+        "14" if words.contains("no healthy b") => Outcome::Exhausted,
+        "14" if words.contains(" in time") => Outcome::Status(504),
+        "14" => Outcome::Status(502),
+        "4" => Outcome::Status(504),
+        _ => return None,
+    })
 }

@@ -6,7 +6,10 @@
 //! stream past the limit instead of saying it is full), each driven by a
 //! task of its own. A connection that failed, closed or was told GOAWAY
 //! is dropped when it is next looked at, its open streams finishing on
-//! it; the next request opens another.
+//! it; the next request opens another. One without a stream for
+//! [`pool::IDLE_MAX`] is closed by the thread's sweep (every
+//! [`SWEEP_EVERY`]), so that a backend that left the configuration does
+//! not keep its connections.
 //!
 //! Memory: a stream holds at most its flow-control window of a backend's
 //! response ([`STREAM_WINDOW`]) and a connection at most
@@ -14,11 +17,12 @@
 //! on to the client, so a slow client holds its backend stream back, not
 //! the router's memory.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use h2::client::SendRequest;
@@ -61,15 +65,30 @@ impl Drop for InFlight {
     }
 }
 
-/// One shared connection: its sender and its streams in flight.
+/// How often a thread's HTTP/2 connections to backends are looked over.
+pub const SWEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// One shared connection: its sender, its streams in flight, and when it
+/// last handed one out.
 struct Shared {
     send: SendRequest<Bytes>,
     streams: Arc<AtomicUsize>,
+    used: Instant,
+}
+
+impl Shared {
+    /// Failed, closed or told GOAWAY: no new stream goes on it.
+    fn done(&mut self) -> bool {
+        let waker = futures_util::task::noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        matches!(self.send.poll_ready(&mut cx), Poll::Ready(Err(_)))
+    }
 }
 
 thread_local! {
     /// This thread's HTTP/2 connections to backends.
     static SHARED: RefCell<HashMap<pool::Key, Vec<Shared>>> = RefCell::new(HashMap::new());
+    static SWEEPING: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A stream on one of this thread's HTTP/2 connections to `key` that has
@@ -79,13 +98,12 @@ pub fn shared(key: &pool::Key) -> Option<Sender> {
     SHARED.with(|s| {
         let mut s = s.borrow_mut();
         let list = s.get_mut(key)?;
-        let waker = futures_util::task::noop_waker();
-        let mut cx = Context::from_waker(&waker);
-        // Failed, closed or told GOAWAY: not usable (its streams finish).
-        list.retain_mut(|c| !matches!(c.send.poll_ready(&mut cx), Poll::Ready(Err(_))));
+        // Not usable any more: dropped here, its streams finishing.
+        list.retain_mut(|c| !c.done());
         let free = list
-            .iter()
+            .iter_mut()
             .find(|c| c.streams.load(Relaxed) < c.send.current_max_send_streams())?;
+        free.used = Instant::now();
         Some(Sender {
             send: free.send.clone(),
             reused: true,
@@ -119,11 +137,41 @@ pub async fn handshake(io: UpstreamIo, key: pool::Key) -> Result<Sender, Failure
         s.borrow_mut().entry(key).or_default().push(Shared {
             send: send.clone(),
             streams,
+            used: Instant::now(),
         })
     });
+    start_sweep();
     Ok(Sender {
         send,
         reused: false,
         _stream: stream,
     })
+}
+
+/// Starts this thread's sweep, once.
+fn start_sweep() {
+    if SWEEPING.with(|s| s.replace(true)) {
+        return;
+    }
+    tokio::spawn(async {
+        loop {
+            tokio::time::sleep(SWEEP_EVERY).await;
+            sweep();
+        }
+    });
+}
+
+/// Drops this thread's connections that are done, or idle (no stream)
+/// for [`pool::IDLE_MAX`]: `h2` closes a connection once its last
+/// handle is gone.
+fn sweep() {
+    SHARED.with(|s| {
+        s.borrow_mut().retain(|_, list| {
+            list.retain_mut(|c| {
+                let idle = c.streams.load(Relaxed) == 0 && c.used.elapsed() >= pool::IDLE_MAX;
+                !idle && !c.done()
+            });
+            !list.is_empty()
+        })
+    });
 }
