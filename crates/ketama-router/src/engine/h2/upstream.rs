@@ -24,7 +24,7 @@ use h2::RecvStream;
 use http::HeaderName;
 
 use super::body::{H2Sink, RecvSource};
-pub use super::conns::Sender;
+use super::conns::Sender;
 use crate::engine::body::Framing;
 use crate::engine::copy::{copy, Copied, CopyError};
 use crate::engine::exchange::{failed, send_failed, Client, ClientFailure, Respond, Tried};
