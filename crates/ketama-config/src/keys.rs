@@ -85,6 +85,10 @@ pub const KEYS: &[KeyDoc] = &[
     k("ring", "point_multiple", "160", "points per weight unit"),
     k("key", "source", "\"path_query\"", "the routing key: path_query (nginx's $request_uri), path, host_path or header"),
     k("key", "header", "-", "the header whose value is the key, with source = \"header\""),
+    k("key.normalize", "sort_query", "false", "sort the query's parameters for the key (whole name=value chunks, bytewise; empty ones dropped): one server for every order of one query; the request is forwarded as sent"),
+    k("key.normalize", "drop_query", "-", "parameter names the key leaves out (exact, undecoded; Cloudflare's query exclude); not with keep_query"),
+    k("key.normalize", "keep_query", "-", "the only parameter names the key keeps ([]: none; Cloudflare's query include); not with drop_query"),
+    k("key.normalize", "lowercase_host", "false", "lowercase the Host a host_path key reads"),
     k("key", "balance", "-", "HAProxy's balance line instead of source: \"uri [path-only] [whole] [depth N] [len N]\" (the target as sent, cut as HAProxy cuts it) or \"hdr(NAME)\" (the header's first value)"),
     k("[backends]", "address", "-", "the backend, IP:PORT (required)"),
     k("[backends]", "weight", "1", "its weight (0: drained, no points)"),
@@ -233,6 +237,7 @@ mod tests {
         let model = concat!(
             include_str!("model.rs"),
             include_str!("model_tls.rs"),
+            include_str!("model_key.rs"),
             include_str!("model_log.rs"),
             include_str!("model_cache.rs")
         );
@@ -250,6 +255,7 @@ mod tests {
                 "admin",
                 "ring",
                 "key",
+                "normalize",
                 "backends",
                 "discovery",
                 "label_rules",

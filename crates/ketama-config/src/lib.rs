@@ -37,6 +37,7 @@ pub mod discovery;
 pub mod keys;
 pub mod model;
 mod model_cache;
+mod model_key;
 mod model_log;
 mod model_tls;
 pub mod pem;
@@ -50,7 +51,7 @@ pub use model::{AccessLogSection, Config, LogFormat, Routing};
 pub use plan::{Plan, PlannedBackend, PlannedRule};
 pub use rollout::{parse_rollout, rollout_json, RolloutError};
 pub use validate::{
-    check_shared, load, parse, parse_shared, Control, KeySource, Matcher, Validated,
+    check_shared, load, parse, parse_shared, Control, KeySource, Matcher, Normalize, Validated,
 };
 
 /// A configuration error: the file, the key and what to do.

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use serde::Deserialize;
 
 pub use crate::model_cache::CacheStatusSection;
+pub use crate::model_key::{KeySection, NormalizeSection};
 pub use crate::model_log::{AccessLogSection, LogFormat};
 pub use crate::model_tls::{CertificateSection, TlsSection, UpstreamTlsSection};
 
@@ -373,29 +374,6 @@ impl Default for RingSection {
             compat: "nginx".into(),
             layout: "compact".into(),
             point_multiple: ketama::DEFAULT_POINT_MULTIPLE,
-        }
-    }
-}
-
-/// `[key]`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct KeySection {
-    /// `path_query`, `path`, `host_path` or `header`.
-    pub source: String,
-    /// The header, with `source = "header"`.
-    pub header: Option<String>,
-    /// HAProxy's `balance` line instead of `source`: `uri [path-only]
-    /// [whole] [depth N] [len N]` or `hdr(NAME)`.
-    pub balance: Option<String>,
-}
-
-impl Default for KeySection {
-    fn default() -> Self {
-        KeySection {
-            source: "path_query".into(),
-            header: None,
-            balance: None,
         }
     }
 }

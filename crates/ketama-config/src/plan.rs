@@ -64,6 +64,8 @@ pub struct Plan {
     pub rules: Vec<PlannedRule>,
     /// Where the key comes from.
     pub key: KeySource,
+    /// How the request is normalized for its key.
+    pub normalize: crate::validate::Normalize,
     /// This router's scope (data center), which picks its rollout.
     pub scope: Option<String>,
     /// Milliseconds the rings and requirements took to build.
@@ -158,6 +160,7 @@ impl Plan {
             backends,
             rules,
             key: v.key.clone(),
+            normalize: v.normalize.clone(),
             scope: v.scope().map(str::to_string),
             build_ms: started.elapsed().as_secs_f64() * 1e3,
         })

@@ -80,6 +80,7 @@ mod md5;
 pub mod migration;
 pub mod mix;
 mod node;
+pub mod query;
 mod ring;
 pub mod route;
 mod scheme;

@@ -45,6 +45,16 @@ pub enum KeySource {
     HaproxyHeader(String),
 }
 
+/// `[key.normalize]` parsed: the query rules and the host's case, as
+/// every key source reads the request.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Normalize {
+    /// The query's rules ([`ketama::query`]).
+    pub query: ketama::query::QueryRules,
+    /// Lowercase the `Host` a key reads.
+    pub lowercase_host: bool,
+}
+
 /// When a label rule applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Matcher {
@@ -75,6 +85,8 @@ pub struct Validated {
     pub new_ring: Option<RingSettings>,
     /// `[key]` parsed.
     pub key: KeySource,
+    /// `[key.normalize]` parsed.
+    pub normalize: Normalize,
     /// Each backend's address, parsed (in `backends` order).
     pub addrs: Vec<SocketAddr>,
     /// `[[label_rules]]` parsed, in order.
@@ -304,6 +316,7 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
     sections::access_log(&config, file)?;
     sections::cache_status(&config, file)?;
     let (ring, new_ring, key) = sections::rings_and_key(&config, file)?;
+    let normalize = sections::normalize(&config.key.normalize, file)?;
     let discovery = discovery_sources(&config, file)?;
     let balance = match &config.balance {
         None => None,
@@ -336,6 +349,7 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
         ring,
         new_ring,
         key,
+        normalize,
         addrs,
         rules,
         warnings,

@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 
 use ketama::RingSettings;
 
-use super::{addr, err, ring_of, KeySource, Matcher};
+use super::{addr, err, ring_of, KeySource, Matcher, Normalize};
 use crate::discovery::DiscoverySource;
-use crate::model::Config;
+use crate::model::{Config, NormalizeSection};
 use crate::ConfigError;
 
 /// `[server]`: the listeners and every limit.
@@ -346,6 +346,39 @@ pub(super) fn rings_and_key(
         }
     };
     Ok((ring, new_ring, key))
+}
+
+/// `[key.normalize]`: `drop_query` or `keep_query`, not both; no empty
+/// names.
+pub(super) fn normalize(n: &NormalizeSection, file: &str) -> Result<Normalize, ConfigError> {
+    use ketama::query::{QueryFilter, QueryRules};
+    let names = |key: &str, list: &[String]| {
+        if let Some(i) = list.iter().position(|n| n.is_empty()) {
+            return Err(err(
+                file,
+                format!("key.normalize.{key}[{i}]"),
+                "an empty name: give the parameter's name as the query writes it",
+            ));
+        }
+        Ok(list.iter().map(|n| n.as_bytes().into()).collect())
+    };
+    let filter = match (&n.drop_query, &n.keep_query) {
+        (Some(_), Some(_)) => return Err(err(
+            file,
+            "key.normalize.keep_query",
+            "give drop_query (the names left out) or keep_query (the only names kept), not both",
+        )),
+        (Some(d), None) => QueryFilter::Drop(names("drop_query", d)?),
+        (None, Some(k)) => QueryFilter::Keep(names("keep_query", k)?),
+        (None, None) => QueryFilter::All,
+    };
+    Ok(Normalize {
+        query: QueryRules {
+            sort: n.sort_query,
+            filter,
+        },
+        lowercase_host: n.lowercase_host,
+    })
 }
 
 /// HAProxy's `balance` arguments (`backend.c`, `backend_parse_balance`):

@@ -10,12 +10,27 @@ use http::HeaderName;
 use ketama::load::LoadGuard;
 use ketama::{Route, Version};
 
+use ketama_config::Normalize;
+
 use crate::state::{Key, RoutingState, RuleMatch};
 
 thread_local! {
     /// Where a `host_path` key is assembled: one buffer per thread, reused,
     /// so building the key allocates nothing once it has grown.
     static KEY_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
+    /// Where `[key.normalize]` writes the request as keys read it, reused
+    /// the same way.
+    static NORM_BUF: RefCell<NormBufs> = RefCell::new(NormBufs::default());
+}
+
+/// The buffers of a normalized request: its target, its absolute-form
+/// target, its host, and the query's chunks meanwhile.
+#[derive(Default)]
+struct NormBufs {
+    uri: Vec<u8>,
+    absolute: Vec<u8>,
+    host: Vec<u8>,
+    chunks: Vec<(usize, usize)>,
 }
 
 /// What routing reads of a request, whichever path carried it (Pingora's
@@ -44,9 +59,88 @@ pub trait RequestView {
     }
 }
 
-/// Calls `f` with the request's routing key, without copying it when it
-/// is one piece of the request.
-pub fn with_routing_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(&[u8]) -> R) -> R {
+/// Calls `f` with the request's routing key: `key`'s source read from
+/// the request as `normalize` rewrites it (its query, its host's case),
+/// without copying the key when it is one piece of the request.
+pub fn with_routing_key<R>(
+    req: &impl RequestView,
+    key: &Key,
+    normalize: &Normalize,
+    f: impl FnOnce(&[u8]) -> R,
+) -> R {
+    if normalize.query.is_identity() && !normalize.lowercase_host {
+        return source_key(req, key, f);
+    }
+    NORM_BUF.with(|bufs| {
+        let mut bufs = bufs.borrow_mut();
+        let NormBufs {
+            uri,
+            absolute,
+            host,
+            chunks,
+        } = &mut *bufs;
+        let q = &normalize.query;
+        q.apply(req.request_uri(), uri, chunks);
+        let abs = req.absolute_target().map(|t| {
+            q.apply(t, absolute, chunks);
+            &absolute[..]
+        });
+        let lower = normalize.lowercase_host.then(|| {
+            let from = req.header(&http::header::HOST).or_else(|| req.uri_host());
+            host.clear();
+            host.extend(from.unwrap_or(b"").iter().map(u8::to_ascii_lowercase));
+            &host[..]
+        });
+        let view = Normalized {
+            req,
+            uri,
+            absolute: abs,
+            host: lower,
+        };
+        source_key(&view, key, f)
+    })
+}
+
+/// A request as `[key.normalize]` has keys read it.
+struct Normalized<'a, R> {
+    req: &'a R,
+    uri: &'a [u8],
+    absolute: Option<&'a [u8]>,
+    /// The host, lowercased (with `lowercase_host`).
+    host: Option<&'a [u8]>,
+}
+
+impl<R: RequestView> RequestView for Normalized<'_, R> {
+    fn request_uri(&self) -> &[u8] {
+        self.uri
+    }
+
+    fn path(&self) -> &[u8] {
+        self.req.path()
+    }
+
+    fn header(&self, name: &HeaderName) -> Option<&[u8]> {
+        match self.host {
+            Some(h) if name == http::header::HOST => Some(h),
+            _ => self.req.header(name),
+        }
+    }
+
+    fn absolute_target(&self) -> Option<&[u8]> {
+        self.absolute
+    }
+
+    fn scheme_authority(&self) -> Option<(&str, &str)> {
+        self.req.scheme_authority()
+    }
+
+    fn uri_host(&self) -> Option<&[u8]> {
+        self.host.or_else(|| self.req.uri_host())
+    }
+}
+
+/// Calls `f` with the key `key` reads from `req`.
+fn source_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(&[u8]) -> R) -> R {
     match key {
         Key::PathQuery => f(req.request_uri()),
         Key::Path => f(req.path()),
@@ -113,7 +207,7 @@ pub fn decide(
     let plan = &state.plan;
     let rule = matching_rule(req, state);
     let need = rule.map(|i| plan.rules[i].need);
-    with_routing_key(req, &state.key, |key| {
+    with_routing_key(req, &state.key, &plan.normalize, |key| {
         plan.table.route(key, need, plan.scope.as_deref())
     })
     .map(|route| (route, rule))
@@ -136,7 +230,10 @@ pub fn previous_owner(
         return Ok(None);
     }
     let table = &state.plan.table;
-    let Some(mut old) = with_routing_key(req, &state.key, |key| table.counterpart(key, route))?
+    let normalize = &state.plan.normalize;
+    let Some(mut old) = with_routing_key(req, &state.key, normalize, |key| {
+        table.counterpart(key, route)
+    })?
     else {
         return Ok(None);
     };

@@ -33,12 +33,49 @@ fn read(target: &str, fields: &[(&str, &str)]) -> (Head, Vec<u8>) {
 }
 
 fn key_of(target: &str, fields: &[(&str, &str)], key: &Key) -> Vec<u8> {
+    normalized_key(target, fields, key, &ketama_config::Normalize::default())
+}
+
+fn normalized_key(
+    target: &str,
+    fields: &[(&str, &str)],
+    key: &Key,
+    n: &ketama_config::Normalize,
+) -> Vec<u8> {
     let (head, buf) = read(target, fields);
     let r = H1Request {
         head: &head,
         buf: &buf,
     };
-    with_routing_key(&r, key, |k| k.to_vec())
+    with_routing_key(&r, key, n, |k| k.to_vec())
+}
+
+#[test]
+fn normalized_keys_read_the_rewritten_query_and_host() {
+    use ketama::query::{QueryFilter, QueryRules};
+    let n = ketama_config::Normalize {
+        query: QueryRules {
+            sort: true,
+            filter: QueryFilter::Drop(vec![b"utm".to_vec().into()]),
+        },
+        lowercase_host: true,
+    };
+    let f = [("Host", "IMG.Example:8080")];
+    let t = "/a/b.jpg?w=1&utm=x&h=2";
+    let k = |key: &Key| normalized_key(t, &f, key, &n);
+    assert_eq!(k(&Key::PathQuery), b"/a/b.jpg?h=2&w=1");
+    assert_eq!(k(&Key::Path), b"/a/b.jpg");
+    assert_eq!(k(&Key::HostPath), b"img.example:8080/a/b.jpg?h=2&w=1");
+    let whole = ketama::haproxy::UriKey {
+        whole: true,
+        ..Default::default()
+    };
+    assert_eq!(k(&Key::HaproxyUri(whole)), b"/a/b.jpg?h=2&w=1");
+    // An absolute-form target is rewritten as well.
+    let abs = normalized_key("http://h.test/p?b&a", &[], &Key::HaproxyUri(whole), &n);
+    assert_eq!(abs, b"http://h.test/p?a&b");
+    // Without normalization, as sent.
+    assert_eq!(key_of(t, &f, &Key::PathQuery), t.as_bytes());
 }
 
 #[test]
