@@ -282,6 +282,15 @@ pub fn answer(
     out.extend_from_slice(b"\r\nContent-Length: ");
     out.extend_from_slice(n.format(body_len).as_bytes());
     out.extend_from_slice(b"\r\nCache-Control: private, no-store\r\n");
+    own_answer_end(backend, keep, out);
+    if !head_request {
+        answer_body(words, out);
+    }
+}
+
+/// The end of the router's own answer's head: `x-ketama-backend` when
+/// given, the connection's fate, the blank line.
+fn own_answer_end(backend: Option<&[u8]>, keep: bool, out: &mut Vec<u8>) {
     if let Some(b) = backend {
         out.extend_from_slice(b"x-ketama-backend: ");
         out.extend_from_slice(b);
@@ -292,9 +301,6 @@ pub fn answer(
     } else {
         b"Connection: close\r\n\r\n"
     });
-    if !head_request {
-        answer_body(words, out);
-    }
 }
 
 /// Writes the router's own HTTP/1 answer to a gRPC call into `out`
@@ -310,16 +316,7 @@ pub fn answer_grpc(code: u8, words: &str, backend: Option<&[u8]>, keep: bool, ou
     out.extend_from_slice(b"\r\ngrpc-message: ");
     out.extend_from_slice(super::grpc::encode_message(words).as_bytes());
     out.extend_from_slice(b"\r\nContent-Length: 0\r\nCache-Control: private, no-store\r\n");
-    if let Some(b) = backend {
-        out.extend_from_slice(b"x-ketama-backend: ");
-        out.extend_from_slice(b);
-        out.extend_from_slice(b"\r\n");
-    }
-    out.extend_from_slice(if keep {
-        b"Connection: keep-alive\r\n\r\n"
-    } else {
-        b"Connection: close\r\n\r\n"
-    });
+    own_answer_end(backend, keep, out);
 }
 
 #[cfg(test)]
