@@ -1,7 +1,9 @@
 //! Any bytes as a request's target and header value, cut into routing
 //! keys as the library cuts them (`ketama::haproxy`: HAProxy's `balance
-//! uri` options and `hdr()`): nothing panics; every key is a piece of the
-//! bytes it was cut from, no longer than its `len` says.
+//! uri` options and `hdr()`; `ketama::nginx`: nginx's variables and
+//! templates): nothing panics; every key is a piece of the bytes it was
+//! cut from, no longer than its `len` says; nginx's `$uri` starts with a
+//! slash and has no empty, `.` or `..` segment inside.
 #![no_main]
 
 use ketama::haproxy::{header_key, UriKey};
@@ -27,5 +29,29 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Some(v) = header_key(head) {
         assert!(within(v, head));
+    }
+    let mut out = Vec::new();
+    if ketama::nginx::uri(head, &mut out).is_ok() {
+        assert_eq!(out.first(), Some(&b'/'));
+        let segs: Vec<&[u8]> = out[1..].split(|&b| b == b'/').collect();
+        for (i, s) in segs.iter().enumerate() {
+            assert!(*s != b"." && *s != b"..", "{}", out.escape_ascii());
+            assert!(!s.is_empty() || i + 1 == segs.len(), "{}", out.escape_ascii());
+        }
+    }
+    let args = ketama::nginx::args(head);
+    assert!(within(args, head));
+    let name = &head[..head.len().min(usize::from(flags & 7))];
+    if let Some(v) = ketama::nginx::arg(args, name) {
+        assert!(within(v, args));
+    }
+    if let Some(v) = ketama::nginx::cookie([head], name) {
+        assert!(within(v, head));
+    }
+    if let Some(h) = ketama::nginx::host(head) {
+        assert!(within(h, head) && !h.is_empty());
+    }
+    if let Ok(text) = std::str::from_utf8(head) {
+        let _ = ketama::nginx::Template::parse(text);
     }
 });

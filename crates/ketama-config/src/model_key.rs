@@ -4,11 +4,14 @@
 use serde::Deserialize;
 
 /// `[key]`.
-#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields, default)]
 pub struct KeySection {
-    /// `path_query`, `path`, `host_path` or `header`.
-    pub source: String,
+    /// `path_query` (the default), `path`, `host_path` or `header`.
+    pub source: Option<String>,
+    /// nginx's `hash <template>`: literal text and `$variables`
+    /// ([`ketama::nginx::Template`]), instead of `source`.
+    pub template: Option<String>,
     /// The header, with `source = "header"`.
     pub header: Option<String>,
     /// HAProxy's `balance` line instead of `source`: `uri [path-only]
@@ -32,15 +35,4 @@ pub struct NormalizeSection {
     pub keep_query: Option<Vec<String>>,
     /// Lowercase the `Host` a key reads (`host_path`).
     pub lowercase_host: bool,
-}
-
-impl Default for KeySection {
-    fn default() -> Self {
-        KeySection {
-            source: "path_query".into(),
-            header: None,
-            balance: None,
-            normalize: NormalizeSection::default(),
-        }
-    }
 }

@@ -75,7 +75,7 @@ fn errors_name_file_and_key() {
         ),
         (
             "[key]\nsource = \"path\"\nbalance = \"uri\"\n",
-            "r.toml: key.balance: give either balance",
+            "r.toml: key.balance: give one of balance (HAProxy's form), template (nginx's) or source/header, not two",
         ),
         (
             "[ring]\nlayout = \"tiny\"\n",
@@ -102,6 +102,26 @@ fn errors_name_file_and_key() {
             "r.toml: key.source: unknown source \"cookie\"",
         ),
         ("[key]\nsource = \"header\"\n", "r.toml: key.header"),
+        (
+            "[key]\nsource = \"path_query\"\ntemplate = \"$uri\"\n",
+            "r.toml: key.template: give template or source/header, not both",
+        ),
+        (
+            "[key]\ntemplate = \"$host$cookie\"\n",
+            "r.toml: key.template: template \"$host$cookie\": $cookie is not a variable a routing key can read; use $request_uri",
+        ),
+        (
+            "[key]\ntemplate = \"${host\"\n",
+            "r.toml: key.template: template \"${host\": the ${ at byte 0 is not closed",
+        ),
+        (
+            "[key]\ntemplate = \"$uri$1\"\n",
+            "r.toml: key.template: template \"$uri$1\": $1 is a regex capture",
+        ),
+        (
+            "[key]\nsource = \"header\"\nheader = \"x key\"\n",
+            "r.toml: key.header: \"x key\" is not a header name",
+        ),
         (
             "[[backends]]\naddress = \"127.0.0.1:9001\"\n",
             "r.toml: backends[1].address: 127.0.0.1:9001 repeats backends[0]",

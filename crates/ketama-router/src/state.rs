@@ -89,14 +89,8 @@ pub enum RuleMatch {
 /// Where the routing key comes from, with header names parsed once.
 #[derive(Debug)]
 pub enum Key {
-    /// Path and query, as sent (nginx's `$request_uri`).
-    PathQuery,
-    /// Path only.
-    Path,
-    /// Host header then path and query.
-    HostPath,
-    /// A header's value.
-    Header(HeaderName),
+    /// nginx's `hash <template>` (`[key] template`, and every `source`).
+    Template(ketama::nginx::Template),
     /// HAProxy's `balance uri ...`: the target as sent (scheme and
     /// authority included for absolute-form and HTTP/2), cut as HAProxy
     /// cuts it.
@@ -295,10 +289,7 @@ impl RoutingState {
             });
         }
         let key = match &plan.key {
-            KeySource::PathQuery => Key::PathQuery,
-            KeySource::Path => Key::Path,
-            KeySource::HostPath => Key::HostPath,
-            KeySource::Header(h) => Key::Header(header(h, "key.header")?),
+            KeySource::Template(t) => Key::Template(t.clone()),
             KeySource::HaproxyUri(u) => Key::HaproxyUri(*u),
             KeySource::HaproxyHeader(h) => Key::HaproxyHeader(header(h, "key.balance")?),
         };

@@ -1,6 +1,7 @@
 //! The router's own request path allocates nothing once warm: reading
 //! the request head (the engine's reader), taking the routing key (every
-//! source), matching a label rule, the routing decision (with a migration
+//! source, nginx templates of every variable, an empty key routed round
+//! robin), matching a label rule, the routing decision (with a migration
 //! and label requirements), walking failover past unhealthy backends, the
 //! bounded-loads placement (which holds its slots), writing the head to
 //! the backend (with `X-Forwarded-*`), reading the response head, writing
@@ -91,6 +92,13 @@ fn routing_a_request_allocates_nothing() {
         ("source = \"path\"", ""),
         ("source = \"host_path\"", ""),
         ("source = \"header\"\nheader = \"x-cache-key\"", ""),
+        // Templates of every variable: written to the thread's buffer.
+        (
+            "template = \"$scheme://$host$uri?v=$arg_v&$args|$cookie_sid|$http_cookie|$http_x_cache_key|$remote_addr|$request_uri\"",
+            "",
+        ),
+        // A header that is sometimes missing: the empty key, round robin.
+        ("template = \"$http_x_tier\"", ""),
         // Bounded loads, tight enough that requests spill.
         ("source = \"path_query\"", "[balance]\nfactor = 125\n"),
     ] {
@@ -105,7 +113,7 @@ fn routing_a_request_allocates_nothing() {
                 let host = ["eu.example.com", "www.example.com:8080", "other"][i % 3];
                 let tier = if i % 2 == 0 { "X-Tier: ssd\r\n" } else { "" };
                 format!(
-                    "GET /obj/{i}?v={} HTTP/1.1\r\nHost: {host}\r\n{tier}X-Cache-Key: k{i}\r\nAccept: */*\r\n\r\n",
+                    "GET /obj/{i}?v={} HTTP/1.1\r\nHost: {host}\r\n{tier}X-Cache-Key: k{i}\r\nCookie: a=1; sid=s{i}\r\nCookie: b=2\r\nAccept: */*\r\n\r\n",
                     i % 7
                 )
                 .into_bytes()
@@ -137,6 +145,8 @@ fn routing_a_request_allocates_nothing() {
                 let req = H1Request {
                     head: &head,
                     buf: raw,
+                    peer: Some(clients[i % clients.len()]),
+                    tls: false,
                 };
                 let (mut route, rule) = decide(&req, state).unwrap();
                 metrics.lookup(route.version());

@@ -51,6 +51,7 @@
 //! | for | use | costs |
 //! |---|---|---|
 //! | a server, its weight, labels, `down` | [`Node`], [`parse_servers`] | its strings + 56 B |
+//! | a request's key as nginx's `hash <template>` computes it | [`nginx::Template`] over a [`request::Request`] | one pass over each variable, no allocation once its buffer grew |
 //! | a HAProxy backend's servers, key forms | [`haproxy::parse_backend`], [`haproxy::UriKey`], [`haproxy::header_key`] | `O(lines)`, one pass over a key |
 //! | building a ring | [`RingBuilder`] with [`RingSettings`] ([`Scheme`], [`Layout`], point multiple) | `O(P)`, 16 B/point at the peak |
 //! | one key's node, a batch, failover order | [`Ring::node`], [`Ring::node_indices_for_hashes`], [`Ring::failover`] / [`FailoverCursor`] | one hash + one search |
@@ -79,8 +80,10 @@ pub mod load;
 mod md5;
 pub mod migration;
 pub mod mix;
+pub mod nginx;
 mod node;
 pub mod query;
+pub mod request;
 mod ring;
 pub mod route;
 mod scheme;

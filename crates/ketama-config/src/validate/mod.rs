@@ -30,14 +30,12 @@ pub(super) fn err(file: &str, key: impl Into<String>, message: impl Into<String>
 /// How the routing key is taken from a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum KeySource {
-    /// Path and query, as sent (nginx's `$request_uri`).
-    PathQuery,
-    /// Path only.
-    Path,
-    /// Host header then path and query.
-    HostPath,
-    /// A header's value (lowercase name).
-    Header(String),
+    /// nginx's `hash <template>`: `[key] template`, and what each `source`
+    /// stands for (`path_query` is `$request_uri`, `header` is
+    /// `$http_NAME`; `path` and `host_path` read the path and host as
+    /// sent). A key that comes out empty is routed round robin, as nginx
+    /// routes it.
+    Template(ketama::nginx::Template),
     /// HAProxy's `balance uri ...`: the target as sent, cut by its options.
     HaproxyUri(ketama::haproxy::UriKey),
     /// HAProxy's `balance hdr(NAME)`: the header's first value (lowercase

@@ -312,23 +312,52 @@ pub(super) fn rings_and_key(
             Some(ring_of(&m.ring, file, "migration.ring")?)
         }
     };
-    if let Some(b) = &config.key.balance {
-        if config.key.source != "path_query" || config.key.header.is_some() {
+    let key = key_source(&config.key, file)?;
+    Ok((ring, new_ring, key))
+}
+
+/// `[key]`: one of `balance`, `template` and `source` (with `header`).
+fn key_source(k: &crate::model_key::KeySection, file: &str) -> Result<KeySource, ConfigError> {
+    use ketama::nginx::{Template, Var};
+    let source = k.source.as_deref();
+    if let Some(b) = &k.balance {
+        if source.is_some() || k.header.is_some() || k.template.is_some() {
             return Err(err(
                 file,
                 "key.balance",
-                "give either balance (HAProxy's form) or source/header, not both",
+                "give one of balance (HAProxy's form), template (nginx's) or source/header, not two",
             ));
         }
-        let key = haproxy_balance(b).map_err(|m| err(file, "key.balance", m))?;
-        return Ok((ring, new_ring, key));
+        return haproxy_balance(b).map_err(|m| err(file, "key.balance", m));
     }
-    let key = match config.key.source.as_str() {
-        "path_query" => KeySource::PathQuery,
-        "path" => KeySource::Path,
-        "host_path" => KeySource::HostPath,
-        "header" => match &config.key.header {
-            Some(h) if !h.is_empty() => KeySource::Header(h.to_ascii_lowercase()),
+    if let Some(t) = &k.template {
+        if source.is_some() || k.header.is_some() {
+            return Err(err(
+                file,
+                "key.template",
+                "give template or source/header, not both: a template says every source (source = \"path_query\" is template = \"$request_uri\", source = \"header\" is \"$http_NAME\")",
+            ));
+        }
+        let t = Template::parse(t).map_err(|e| err(file, "key.template", e.to_string()))?;
+        return Ok(KeySource::Template(t));
+    }
+    let t = match source.unwrap_or("path_query") {
+        "path_query" => Template::of(Var::RequestUri),
+        "path" => Template::of(Var::Path),
+        "host_path" => Template::host_path(),
+        "header" => match &k.header {
+            Some(h) if !h.is_empty() => {
+                let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
+                if !h.bytes().all(token) {
+                    return Err(err(
+                        file,
+                        "key.header",
+                        format!("{h:?} is not a header name: give the field's name as sent, e.g. X-Cache-Key"),
+                    ));
+                }
+                let name = h.to_ascii_lowercase().replace('-', "_");
+                Template::of(Var::Http(name.into_bytes().into()))
+            }
             _ => {
                 return Err(err(
                     file,
@@ -341,11 +370,11 @@ pub(super) fn rings_and_key(
             return Err(err(
                 file,
                 "key.source",
-                format!("unknown source {other:?}: use path_query, path, host_path or header"),
+                format!("unknown source {other:?}: use path_query, path, host_path or header, or write a template"),
             ))
         }
     };
-    Ok((ring, new_ring, key))
+    Ok(KeySource::Template(t))
 }
 
 /// `[key.normalize]`: `drop_query` or `keep_query`, not both; no empty

@@ -93,13 +93,12 @@ impl AdminServer {
         let req = H1Request {
             head,
             buf: io.buf(),
+            peer: None,
+            tls: false,
         };
         let mut b = http::Request::builder()
             .method(http::Method::from_bytes(req.method()).ok()?)
-            .uri(
-                String::from_utf8_lossy(crate::policy::route::RequestView::request_uri(&req))
-                    .as_ref(),
-            );
+            .uri(String::from_utf8_lossy(ketama::request::Request::request_uri(&req)).as_ref());
         for (n, v) in req.fields() {
             b = b.header(n, v);
         }

@@ -243,7 +243,7 @@ impl Record {
             grpc_status: self.grpc_status,
             client,
             method: std::str::from_utf8(req.method()).unwrap_or("-"),
-            uri: crate::policy::route::RequestView::request_uri(req),
+            uri: ketama::request::Request::request_uri(req),
             protocol: req.protocol(),
             referer: req.field(b"referer").unwrap_or(b""),
             user_agent: req.field(b"user-agent").unwrap_or(b""),

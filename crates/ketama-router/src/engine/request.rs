@@ -4,6 +4,8 @@
 //! ([`H1Request`]); an HTTP/2 stream's is the `h2` crate's parts
 //! ([`super::h2::H2Request`]).
 
+use std::net::IpAddr;
+
 use http::HeaderName;
 
 use super::request_head::Head;
@@ -66,6 +68,10 @@ pub struct H1Request<'a> {
     pub head: &'a Head,
     /// The connection's buffer.
     pub buf: &'a [u8],
+    /// The client's address.
+    pub peer: Option<IpAddr>,
+    /// Whether the connection is TLS.
+    pub tls: bool,
 }
 
 impl Req for H1Request<'_> {
@@ -113,22 +119,29 @@ impl Req for H1Request<'_> {
     }
 }
 
-impl RequestView for H1Request<'_> {
+impl ketama::request::Request for H1Request<'_> {
     fn request_uri(&self) -> &[u8] {
         self.head.request_uri.of(self.buf)
     }
 
-    fn path(&self) -> &[u8] {
-        if self.head.empty_path {
-            return b"/";
-        }
-        let uri = self.request_uri();
-        &uri[..uri
-            .iter()
-            .position(|&b| b == b'?' || b == b'#')
-            .unwrap_or(uri.len())]
+    fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        Req::fields(self)
     }
 
+    fn absolute_authority(&self) -> Option<&[u8]> {
+        Req::authority(self)
+    }
+
+    fn remote_addr(&self) -> Option<IpAddr> {
+        self.peer
+    }
+
+    fn tls(&self) -> bool {
+        self.tls
+    }
+}
+
+impl RequestView for H1Request<'_> {
     fn header(&self, name: &HeaderName) -> Option<&[u8]> {
         if name == http::header::HOST {
             if let Some(a) = Req::authority(self) {

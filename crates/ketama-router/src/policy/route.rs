@@ -4,7 +4,7 @@
 //! for its route, and the next healthy backend of that route (below its
 //! load bound, with `[balance]`).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use http::HeaderName;
 use ketama::load::LoadGuard;
@@ -15,33 +15,33 @@ use ketama_config::Normalize;
 use crate::state::{Key, RoutingState, RuleMatch};
 
 thread_local! {
-    /// Where a `host_path` key is assembled: one buffer per thread, reused,
-    /// so building the key allocates nothing once it has grown.
+    /// Where a key of several pieces is assembled: one buffer per thread,
+    /// reused, so building the key allocates nothing once it has grown.
     static KEY_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
     /// Where `[key.normalize]` writes the request as keys read it, reused
     /// the same way.
     static NORM_BUF: RefCell<NormBufs> = RefCell::new(NormBufs::default());
+    /// The turn of the next request whose key is empty.
+    static TURN: Cell<u64> = const { Cell::new(0) };
 }
 
 /// The buffers of a normalized request: its target, its absolute-form
-/// target, its host, and the query's chunks meanwhile.
+/// target, its host field and authority, and the query's chunks
+/// meanwhile.
 #[derive(Default)]
 struct NormBufs {
     uri: Vec<u8>,
     absolute: Vec<u8>,
     host: Vec<u8>,
+    authority: Vec<u8>,
     chunks: Vec<(usize, usize)>,
 }
 
-/// What routing reads of a request, whichever path carried it (Pingora's
-/// proxy, HTTP/1 or HTTP/2, or the router's HTTP/1 engine): nothing here
-/// knows where the bytes came from.
-pub trait RequestView {
-    /// nginx's `$request_uri`: the target as sent for origin-form; the
-    /// path and query of an absolute-form target.
-    fn request_uri(&self) -> &[u8];
-    /// The path of the target forwarded, up to its `?` or `#`.
-    fn path(&self) -> &[u8];
+/// What routing reads of a request, whichever path carried it (HTTP/1
+/// or HTTP/2, the engine's or the admin API's): besides what key forms
+/// read ([`ketama::request::Request`]), the fields by name for label rules
+/// and HAProxy's forms. Nothing here knows where the bytes came from.
+pub trait RequestView: ketama::request::Request {
     /// The first value of header `name` (`Host`: an absolute-form
     /// target's authority stands for it).
     fn header(&self, name: &HeaderName) -> Option<&[u8]>;
@@ -59,9 +59,10 @@ pub trait RequestView {
     }
 }
 
-/// Calls `f` with the request's routing key: `key`'s source read from
-/// the request as `normalize` rewrites it (its query, its host's case),
-/// without copying the key when it is one piece of the request.
+/// Calls `f` with the request's routing key: `key` read from the request
+/// as `normalize` rewrites it (its query, its host's case), without
+/// copying the key when it is one piece of the request. An empty key is
+/// passed as it is: [`decide`] routes it round robin.
 pub fn with_routing_key<R>(
     req: &impl RequestView,
     key: &Key,
@@ -77,6 +78,7 @@ pub fn with_routing_key<R>(
             uri,
             absolute,
             host,
+            authority,
             chunks,
         } = &mut *bufs;
         let q = &normalize.query;
@@ -85,17 +87,29 @@ pub fn with_routing_key<R>(
             q.apply(t, absolute, chunks);
             &absolute[..]
         });
-        let lower = normalize.lowercase_host.then(|| {
-            let from = req.header(&http::header::HOST).or_else(|| req.uri_host());
-            host.clear();
-            host.extend(from.unwrap_or(b"").iter().map(u8::to_ascii_lowercase));
-            &host[..]
-        });
+        let lower = |from: Option<&[u8]>, to: &mut Vec<u8>| {
+            to.clear();
+            to.extend(from?.iter().map(u8::to_ascii_lowercase));
+            Some(())
+        };
+        let lowercase = normalize.lowercase_host;
+        let host_field = req
+            .headers()
+            .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
+            .map(|(_, v)| v)
+            .or_else(|| req.uri_host());
+        let host = lowercase
+            .then(|| lower(host_field, host).map(|()| &host[..]))
+            .flatten();
+        let authority = lowercase
+            .then(|| lower(req.absolute_authority(), authority).map(|()| &authority[..]))
+            .flatten();
         let view = Normalized {
             req,
             uri,
             absolute: abs,
-            host: lower,
+            host,
+            authority,
         };
         source_key(&view, key, f)
     })
@@ -106,24 +120,45 @@ struct Normalized<'a, R> {
     req: &'a R,
     uri: &'a [u8],
     absolute: Option<&'a [u8]>,
-    /// The host, lowercased (with `lowercase_host`).
+    /// The host field and the absolute-form authority, lowercased (with
+    /// `lowercase_host`).
     host: Option<&'a [u8]>,
+    authority: Option<&'a [u8]>,
 }
 
-impl<R: RequestView> RequestView for Normalized<'_, R> {
+impl<R: RequestView> ketama::request::Request for Normalized<'_, R> {
     fn request_uri(&self) -> &[u8] {
         self.uri
     }
 
-    fn path(&self) -> &[u8] {
-        self.req.path()
+    fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.req.headers().map(|(n, v)| match self.host {
+            Some(h) if n.eq_ignore_ascii_case(b"host") => (n, h),
+            _ => (n, v),
+        })
     }
 
+    fn absolute_authority(&self) -> Option<&[u8]> {
+        self.authority.or_else(|| self.req.absolute_authority())
+    }
+
+    fn remote_addr(&self) -> Option<std::net::IpAddr> {
+        self.req.remote_addr()
+    }
+
+    fn tls(&self) -> bool {
+        self.req.tls()
+    }
+}
+
+impl<R: RequestView> RequestView for Normalized<'_, R> {
     fn header(&self, name: &HeaderName) -> Option<&[u8]> {
-        match self.host {
-            Some(h) if name == http::header::HOST => Some(h),
-            _ => self.req.header(name),
+        if name == http::header::HOST {
+            if let Some(h) = self.authority.or(self.host) {
+                return Some(h);
+            }
         }
+        self.req.header(name)
     }
 
     fn absolute_target(&self) -> Option<&[u8]> {
@@ -142,11 +177,15 @@ impl<R: RequestView> RequestView for Normalized<'_, R> {
 /// Calls `f` with the key `key` reads from `req`.
 fn source_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(&[u8]) -> R) -> R {
     match key {
-        Key::PathQuery => f(req.request_uri()),
-        Key::Path => f(req.path()),
-        Key::Header(h) => f(req.header(h).unwrap_or(&[])),
-        // HAProxy falls back to round robin without a value; a ring routes
-        // the empty key, so such requests all go one way.
+        // A `$uri` nginx refuses never reaches here (the engine refuses
+        // such a request, as nginx does); were it to, its key is empty.
+        Key::Template(t) => match t.piece(req) {
+            Some(k) => f(k),
+            None => KEY_BUF.with(|buf| {
+                let mut buf = buf.borrow_mut();
+                t.with_key(req, &mut buf, |k| f(k.unwrap_or(b"")))
+            }),
+        },
         Key::HaproxyHeader(h) => f(req
             .header(h)
             .and_then(ketama::haproxy::header_key)
@@ -169,20 +208,21 @@ fn source_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(&[u8]) -> R) 
                 None => f(u.key(req.request_uri())),
             }
         }
-        Key::HostPath => {
-            let host = req
-                .header(&http::header::HOST)
-                .or_else(|| req.uri_host())
-                .unwrap_or(b"");
-            KEY_BUF.with(|buf| {
-                let mut buf = buf.borrow_mut();
-                buf.clear();
-                buf.extend_from_slice(host);
-                buf.extend_from_slice(req.request_uri());
-                f(&buf)
-            })
-        }
     }
+}
+
+/// Calls `f` with the key standing for a request whose key is empty: its
+/// thread's next turn, so that such requests spread over the ring by its
+/// shares, as nginx's `hash` falls back to (weighted) round robin and
+/// HAProxy's to round robin.
+fn round_robin<R>(f: impl FnOnce(&[u8]) -> R) -> R {
+    let turn = TURN.with(|t| {
+        let n = t.get().wrapping_add(1);
+        t.set(n);
+        n
+    });
+    // Spread consecutive turns apart before the scheme hashes them.
+    f(&turn.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes())
 }
 
 /// The first label rule the request matches.
@@ -207,8 +247,10 @@ pub fn decide(
     let plan = &state.plan;
     let rule = matching_rule(req, state);
     let need = rule.map(|i| plan.rules[i].need);
-    with_routing_key(req, &state.key, &plan.normalize, |key| {
-        plan.table.route(key, need, plan.scope.as_deref())
+    let route = |key: &[u8]| plan.table.route(key, need, plan.scope.as_deref());
+    with_routing_key(req, &state.key, &plan.normalize, |key| match key {
+        b"" => round_robin(route),
+        key => route(key),
     })
     .map(|route| (route, rule))
 }
@@ -231,8 +273,10 @@ pub fn previous_owner(
     }
     let table = &state.plan.table;
     let normalize = &state.plan.normalize;
-    let Some(mut old) = with_routing_key(req, &state.key, normalize, |key| {
-        table.counterpart(key, route)
+    // A request routed round robin (an empty key) has no owner.
+    let Some(mut old) = with_routing_key(req, &state.key, normalize, |key| match key {
+        b"" => Ok(None),
+        key => table.counterpart(key, route),
     })?
     else {
         return Ok(None);

@@ -290,6 +290,8 @@ async fn refuse(
                 let req = crate::engine::request::H1Request {
                     head: &c.head,
                     buf: c.io.buf(),
+                    peer: c.peer,
+                    tls: c.tls,
                 };
                 r.end(e, state, &req, c.peer, began);
             }

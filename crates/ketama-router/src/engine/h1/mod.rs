@@ -160,6 +160,8 @@ impl Client for H1Client<'_> {
         H1Request {
             head: &self.c.head,
             buf: self.c.io.buf(),
+            peer: self.c.peer,
+            tls: self.c.tls,
         }
     }
 

@@ -42,6 +42,10 @@ pub struct H2Request<'a> {
     /// after every other field, as nginx forwards them
     /// (`ngx_http_v2_construct_cookie_header`).
     pub cookie: Option<&'a [u8]>,
+    /// The client's address.
+    pub peer: Option<IpAddr>,
+    /// Whether the connection is TLS.
+    pub tls: bool,
 }
 
 impl H2Request<'_> {
@@ -95,15 +99,34 @@ impl Req for H2Request<'_> {
     }
 }
 
-impl RequestView for H2Request<'_> {
+impl ketama::request::Request for H2Request<'_> {
     fn request_uri(&self) -> &[u8] {
         self.path_and_query()
     }
 
-    fn path(&self) -> &[u8] {
-        self.parts.uri.path().as_bytes()
+    /// As nginx holds them: `:authority` as `host` when no `host` came
+    /// (`ngx_http_v2_parse_authority`), the cookies joined.
+    fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let authority = match self.parts.headers.contains_key(http::header::HOST) {
+            true => None,
+            false => self.parts.uri.authority(),
+        };
+        authority
+            .map(|a| (&b"host"[..], a.as_str().as_bytes()))
+            .into_iter()
+            .chain(Req::fields(self))
     }
 
+    fn remote_addr(&self) -> Option<IpAddr> {
+        self.peer
+    }
+
+    fn tls(&self) -> bool {
+        self.tls
+    }
+}
+
+impl RequestView for H2Request<'_> {
     fn header(&self, name: &HeaderName) -> Option<&[u8]> {
         if name == http::header::COOKIE {
             return self.cookie;
@@ -267,6 +290,8 @@ impl Client for H2Client {
         H2Request {
             parts: &self.parts,
             cookie: self.cookie.as_deref().or_else(one),
+            peer: self.peer,
+            tls: self.tls,
         }
     }
 

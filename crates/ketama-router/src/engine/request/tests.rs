@@ -32,6 +32,24 @@ fn read(target: &str, fields: &[(&str, &str)]) -> (Head, Vec<u8>) {
     (head, raw.into_bytes())
 }
 
+fn path_query() -> Key {
+    Key::Template(ketama::nginx::Template::of(ketama::nginx::Var::RequestUri))
+}
+
+fn path() -> Key {
+    Key::Template(ketama::nginx::Template::of(ketama::nginx::Var::Path))
+}
+
+fn host_path() -> Key {
+    Key::Template(ketama::nginx::Template::host_path())
+}
+
+fn header(var: &str) -> Key {
+    Key::Template(ketama::nginx::Template::of(ketama::nginx::Var::Http(
+        var.as_bytes().into(),
+    )))
+}
+
 fn key_of(target: &str, fields: &[(&str, &str)], key: &Key) -> Vec<u8> {
     normalized_key(target, fields, key, &ketama_config::Normalize::default())
 }
@@ -46,6 +64,8 @@ fn normalized_key(
     let r = H1Request {
         head: &head,
         buf: &buf,
+        peer: None,
+        tls: false,
     };
     with_routing_key(&r, key, n, |k| k.to_vec())
 }
@@ -63,9 +83,9 @@ fn normalized_keys_read_the_rewritten_query_and_host() {
     let f = [("Host", "IMG.Example:8080")];
     let t = "/a/b.jpg?w=1&utm=x&h=2";
     let k = |key: &Key| normalized_key(t, &f, key, &n);
-    assert_eq!(k(&Key::PathQuery), b"/a/b.jpg?h=2&w=1");
-    assert_eq!(k(&Key::Path), b"/a/b.jpg");
-    assert_eq!(k(&Key::HostPath), b"img.example:8080/a/b.jpg?h=2&w=1");
+    assert_eq!(k(&path_query()), b"/a/b.jpg?h=2&w=1");
+    assert_eq!(k(&path()), b"/a/b.jpg");
+    assert_eq!(k(&host_path()), b"img.example:8080/a/b.jpg?h=2&w=1");
     let whole = ketama::haproxy::UriKey {
         whole: true,
         ..Default::default()
@@ -75,35 +95,35 @@ fn normalized_keys_read_the_rewritten_query_and_host() {
     let abs = normalized_key("http://h.test/p?b&a", &[], &Key::HaproxyUri(whole), &n);
     assert_eq!(abs, b"http://h.test/p?a&b");
     // Without normalization, as sent.
-    assert_eq!(key_of(t, &f, &Key::PathQuery), t.as_bytes());
+    assert_eq!(key_of(t, &f, &path_query()), t.as_bytes());
 }
 
 #[test]
 fn routing_keys() {
     let f = [("Host", "img.example:8080"), ("X-K", "v1")];
     let t = "/a/b.jpg?w=1&h=2";
-    assert_eq!(key_of(t, &f, &Key::PathQuery), b"/a/b.jpg?w=1&h=2");
-    assert_eq!(key_of(t, &f, &Key::Path), b"/a/b.jpg");
+    assert_eq!(key_of(t, &f, &path_query()), b"/a/b.jpg?w=1&h=2");
+    assert_eq!(key_of(t, &f, &path()), b"/a/b.jpg");
     assert_eq!(
-        key_of(t, &f, &Key::HostPath),
+        key_of(t, &f, &host_path()),
         b"img.example:8080/a/b.jpg?w=1&h=2"
     );
-    let h = Key::Header(http::HeaderName::from_static("x-k"));
+    let h = header("x_k");
     assert_eq!(key_of(t, &f, &h), b"v1");
-    // A missing header is the empty key (every such request on one node).
-    let none = Key::Header(http::HeaderName::from_static("x-none"));
+    // A missing header is the empty key (routed round robin).
+    let none = header("x_none");
     assert_eq!(key_of(t, &f, &none), b"");
     // Without a query, path_query is the path.
-    assert_eq!(key_of("/plain", &[], &Key::PathQuery), b"/plain");
+    assert_eq!(key_of("/plain", &[], &path_query()), b"/plain");
     // A fragment is part of nginx's $request_uri, and of the key.
-    assert_eq!(key_of("/x#frag", &[], &Key::PathQuery), b"/x#frag");
+    assert_eq!(key_of("/x#frag", &[], &path_query()), b"/x#frag");
 }
 
 #[test]
 fn an_absolute_target_routes_by_what_nginx_reads_of_it() {
     let t = "http://example.test?q#f";
     let f = [("Host", "other.test")];
-    assert_eq!(key_of(t, &f, &Key::PathQuery), b"?q#f");
+    assert_eq!(key_of(t, &f, &path_query()), b"?q#f");
     // HAProxy's `balance uri` hashes the target as sent, up to its `?`.
     let uri = |u| Key::HaproxyUri(u);
     assert_eq!(
@@ -118,7 +138,7 @@ fn an_absolute_target_routes_by_what_nginx_reads_of_it() {
     // The target's authority stands for Host.
     let h = Key::HaproxyHeader(http::HeaderName::from_static("host"));
     assert_eq!(key_of(t, &f, &h), b"example.test");
-    assert_eq!(key_of(t, &f, &Key::HostPath), b"example.test?q#f");
+    assert_eq!(key_of(t, &f, &host_path()), b"example.test?q#f");
     // Forwarded in origin-form, with the authority as Host.
     let (head, buf) = read(t, &f);
     let mut out = Vec::new();
@@ -131,6 +151,8 @@ fn an_absolute_target_routes_by_what_nginx_reads_of_it() {
         &H1Request {
             head: &head,
             buf: &buf,
+            peer: None,
+            tls: false,
         },
         &up,
         &mut out,
@@ -170,6 +192,8 @@ fn label_rules_match_as_documented() {
             &H1Request {
                 head: &head,
                 buf: &buf,
+                peer: None,
+                tls: false,
             },
             &s,
         )
@@ -189,6 +213,8 @@ fn label_rules_match_as_documented() {
         &H1Request {
             head: &head,
             buf: &buf,
+            peer: None,
+            tls: false,
         },
         &s,
     )
@@ -208,6 +234,8 @@ fn forwarded_for_appends_the_client_to_every_line_that_came() {
             &H1Request {
                 head: &head,
                 buf: &buf,
+                peer: None,
+                tls: false,
             },
             ip,
             &mut out,
@@ -229,6 +257,8 @@ fn forwarded_for_appends_the_client_to_every_line_that_came() {
         &H1Request {
             head: &head,
             buf: &buf,
+            peer: None,
+            tls: false,
         },
         v6,
         &mut out,

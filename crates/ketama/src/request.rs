@@ -1,0 +1,50 @@
+//! What a routing key reads of an HTTP request, whichever face carried
+//! it (the router's HTTP/1 or HTTP/2 engine, a trace line, an access-log
+//! record): the key forms of [`crate::nginx`] evaluate over this trait,
+//! so that the router and the command-line tools compute the same key
+//! from the same request.
+//!
+//! Every method returns bytes as the client sent them; nothing here
+//! decodes or validates. An implementation costs what its lookups cost;
+//! the router's answer from positions in its buffer, without copying.
+
+use std::net::IpAddr;
+
+/// A request as key forms read it.
+pub trait Request {
+    /// nginx's `$request_uri`: an origin-form target as sent; an
+    /// absolute-form target from its path on (`?q` when it has no path,
+    /// empty for `http://host` alone); HTTP/2's `:path`.
+    fn request_uri(&self) -> &[u8];
+
+    /// The header fields in the order sent, as nginx holds them: for
+    /// HTTP/2, `:authority` stands as a `host` field when no `host` was
+    /// sent, and the `cookie` fields are one, joined by `; `.
+    fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])>;
+
+    /// The authority of an absolute-form target (`GET http://host/x`).
+    fn absolute_authority(&self) -> Option<&[u8]> {
+        None
+    }
+
+    /// The client's address (nginx's `$remote_addr`), when known.
+    fn remote_addr(&self) -> Option<IpAddr> {
+        None
+    }
+
+    /// Whether the request came over TLS (nginx's `$scheme` is then
+    /// `https`).
+    fn tls(&self) -> bool {
+        false
+    }
+
+    /// The host the request names, before nginx validates it: an
+    /// absolute-form target's authority, else its first `host` field.
+    fn raw_host(&self) -> Option<&[u8]> {
+        self.absolute_authority().or_else(|| {
+            self.headers()
+                .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
+                .map(|(_, v)| v)
+        })
+    }
+}
