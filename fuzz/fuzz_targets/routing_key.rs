@@ -1,6 +1,7 @@
 //! Any bytes as a request's target and header value, cut into routing
 //! keys as the library cuts them (`ketama::haproxy`: HAProxy's `balance
-//! uri` options and `hdr()`; `ketama::nginx`: nginx's variables and
+//! uri` options, `hdr()`, `url_param`, `rdp-cookie`, `req.cook`,
+//! `req.hdr`, `use_domain_only`; `ketama::nginx`: nginx's variables and
 //! templates): nothing panics; every key is a piece of the bytes it was
 //! cut from, no longer than its `len` says; nginx's `$uri` starts with a
 //! slash and has no empty, `.` or `..` segment inside.
@@ -53,5 +54,20 @@ fuzz_target!(|data: &[u8]| {
     }
     if let Ok(text) = std::str::from_utf8(head) {
         let _ = ketama::nginx::Template::parse(text);
+        let _ = ketama::haproxy::Balance::parse(text);
+    }
+    use ketama::haproxy as h;
+    for v in [
+        h::url_param(head, name),
+        h::sample_url_param(head, name),
+        h::req_cook([head, head], name),
+        h::req_hdr([head]),
+        h::rdp_cookie(head, name),
+        Some(h::domain_only(head)),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        assert!(within(v, head));
     }
 });

@@ -51,7 +51,12 @@ pub fn run(args: ImportArgs) -> anyhow::Result<()> {
         (_, None) => out += "# no hash-type: HAProxy's default is map-based, not consistent hashing; --compat haproxy is `hash-type consistent`\n",
     }
     if let Some(bal) = &b.balance {
-        out += &format!("# balance {bal}: in ketama-router, [key] balance = \"{bal}\"\n");
+        match ketama::haproxy::Balance::parse(bal) {
+            Ok(_) => {
+                out += &format!("# balance {bal}: in ketama-router, [key] balance = \"{bal}\"\n")
+            }
+            Err(e) => out += &format!("# balance {bal}: ketama-router cannot route by it ({e})\n"),
+        }
     }
     for n in &b.nodes {
         out += &format!("{} {}", n.server(), n.weight());

@@ -83,6 +83,13 @@ fn import_writes_a_servers_file_that_routes_as_the_backend() {
         "{out}"
     );
     assert!(out.contains("[key] balance = \"uri whole\""), "{out}");
+    // A balance the router cannot take is named as such.
+    let odd = servers_file(
+        "backend b\n  balance hash src\n  hash-type consistent\n  server a 10.0.0.1:80\n",
+    );
+    let (code, said, err) = run(&["import", "haproxy", odd.path().to_str().unwrap()], b"");
+    assert_eq!(code, 0, "{err}");
+    assert!(said.contains("# balance hash src: ketama-router cannot route by it (\"src\": write a fetch with its argument"), "{said}");
     // The file routes: the ids are HAProxy's (a: 1, b: 9, c: 3, d: 4).
     let servers = servers_file(&out);
     let (code, routed, err) = run(

@@ -90,7 +90,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("key.normalize", "drop_query", "-", "parameter names the key leaves out (exact, undecoded; Cloudflare's query exclude); not with keep_query"),
     k("key.normalize", "keep_query", "-", "the only parameter names the key keeps ([]: none; Cloudflare's query include); not with drop_query"),
     k("key.normalize", "lowercase_host", "false", "lowercase the Host a host_path key or $http_host reads ($host is lowercase already)"),
-    k("key", "balance", "-", "HAProxy's balance line instead of source: \"uri [path-only] [whole] [depth N] [len N]\" (the target as sent, cut as HAProxy cuts it) or \"hdr(NAME)\" (the header's first value)"),
+    k("key", "balance", "-", "HAProxy's balance line instead of source: \"uri [path-only] [whole] [depth N] [len N]\" (the target as sent, cut as HAProxy cuts it), \"hdr(NAME) [use_domain_only]\", \"url_param NAME\", \"source\" (haproxy rings only), \"rdp-cookie(NAME)\" (the first Cookie line read as an RDP cookie) or \"hash req.cook(NAME)|req.hdr(NAME)|url_param(NAME)\"; a value not there is routed round robin"),
     k("[backends]", "address", "-", "the backend, IP:PORT (required)"),
     k("[backends]", "weight", "1", "its weight (0: drained, no points)"),
     k("[backends]", "labels", "[]", "labels label rules can require"),

@@ -91,12 +91,9 @@ pub enum RuleMatch {
 pub enum Key {
     /// nginx's `hash <template>` (`[key] template`, and every `source`).
     Template(ketama::nginx::Template),
-    /// HAProxy's `balance uri ...`: the target as sent (scheme and
-    /// authority included for absolute-form and HTTP/2), cut as HAProxy
-    /// cuts it.
-    HaproxyUri(ketama::haproxy::UriKey),
-    /// HAProxy's `balance hdr(NAME)`: the header's first value.
-    HaproxyHeader(HeaderName),
+    /// HAProxy's `balance` line; `uri` reads the target as HAProxy sees
+    /// it (scheme and authority included for absolute-form and HTTP/2).
+    Haproxy(ketama::haproxy::Balance),
 }
 
 /// Everything a request needs.
@@ -290,8 +287,7 @@ impl RoutingState {
         }
         let key = match &plan.key {
             KeySource::Template(t) => Key::Template(t.clone()),
-            KeySource::HaproxyUri(u) => Key::HaproxyUri(*u),
-            KeySource::HaproxyHeader(h) => Key::HaproxyHeader(header(h, "key.balance")?),
+            KeySource::Haproxy(b) => Key::Haproxy(b.clone()),
         };
         let balance = v.balance.map(|factor| Balance {
             factor,

@@ -99,6 +99,11 @@ fn routing_a_request_allocates_nothing() {
         ),
         // A header that is sometimes missing: the empty key, round robin.
         ("template = \"$http_x_tier\"", ""),
+        // HAProxy's forms.
+        ("balance = \"url_param v\"", ""),
+        ("balance = \"hdr(Host) use_domain_only\"", ""),
+        ("balance = \"hash req.cook(sid)\"", ""),
+        ("balance = \"rdp-cookie(a)\"", ""),
         // Bounded loads, tight enough that requests spill.
         ("source = \"path_query\"", "[balance]\nfactor = 125\n"),
     ] {

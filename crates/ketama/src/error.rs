@@ -118,6 +118,14 @@ pub enum Error {
     /// (or requirement) that did not make it.
     #[error("this failover cursor was made by another ring: advance a cursor only on the ring (or requirement) that made it")]
     ForeignCursor,
+    /// A peer's own hash was given to a ring of another scheme.
+    #[error("{peer} hash keys themselves; a ring of {compat} cannot place such a hash: give the ring (and a migration's) a scheme of that peer (haproxy for balance source, envoy-ring-hash or maglev for hash policies)")]
+    PeerHashOnRing {
+        /// Whose hash it is.
+        peer: &'static str,
+        /// The ring's scheme.
+        compat: Scheme,
+    },
     /// A 64-bit hash was given to a ring of a 32-bit scheme.
     #[error("{compat} hashes keys in 32 bits: a 64-bit hash means nothing on its ring; look keys up by key (node, failover) or by their 32-bit hash")]
     NarrowScheme {

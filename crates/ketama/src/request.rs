@@ -10,6 +10,19 @@
 
 use std::net::IpAddr;
 
+/// What a key form takes of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken<'r> {
+    /// These bytes, hashed by the ring's scheme.
+    Bytes(&'r [u8]),
+    /// The client's address, hashed as HAProxy's `balance source` hashes
+    /// it ([`crate::haproxy::source_hash`], [`crate::route::PeerHash`]).
+    Address(IpAddr),
+    /// Nothing: the peer falls back to round robin (an empty nginx key, a
+    /// HAProxy parameter, field or cookie not there).
+    Nothing,
+}
+
 /// A request as key forms read it.
 pub trait Request {
     /// nginx's `$request_uri`: an origin-form target as sent; an
@@ -36,6 +49,13 @@ pub trait Request {
     /// `https`).
     fn tls(&self) -> bool {
         false
+    }
+
+    /// The values of its `Cookie` fields, in order.
+    fn cookie_lines(&self) -> impl Iterator<Item = &[u8]> {
+        self.headers()
+            .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
+            .map(|(_, v)| v)
     }
 
     /// The host the request names, before nginx validates it: an

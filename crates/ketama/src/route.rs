@@ -47,8 +47,13 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::migration::Migration;
 use crate::ring::FailoverCursor;
+use crate::scheme::Probe;
 use crate::version::Version;
 use crate::{Node, Requirement, RequirementCache, Ring};
+
+mod hashed;
+
+pub use hashed::PeerHash;
 
 /// Ids that bind needs and routes to the table that made them.
 static NEXT_TABLE: AtomicU64 = AtomicU64::new(1);
@@ -301,19 +306,25 @@ impl RouteTable {
             }
         }
         let version = self.version(key, scope);
+        let p = self.ring(version).compat().probe(key);
+        Ok(self.route_probe(version, p, need.map(|n| n.index)))
+    }
+
+    /// The route from probe `p` on `version`'s ring, under need `need`
+    /// (checked by the caller).
+    fn route_probe(&self, version: Version, p: Probe, need: Option<u32>) -> Route {
         let ring = self.ring(version);
-        let p = ring.compat().probe(key);
         let cursor = match need {
-            Some(n) => self.prepared(n.index, version).cursor_for_probe(p),
+            Some(i) => self.prepared(i, version).cursor_for_probe(p),
             None => ring.cursor_for_probe(p, ring.live()),
         };
-        Ok(Route {
+        Route {
             table: self.id,
             version,
             hash: p.hash,
-            need: need.map(|n| n.index),
+            need,
             cursor,
-        })
+        }
     }
 
     /// The same key's route on the migration's other ring (`new` for a
@@ -341,19 +352,8 @@ impl RouteTable {
         if self.ring(route.version).hash_key(key) != route.hash {
             return Err(Error::KeyNotRouted);
         }
-        let ring = self.ring(other);
-        let p = ring.compat().probe(key);
-        let cursor = match route.need {
-            Some(i) => self.prepared(i, other).cursor_for_probe(p),
-            None => ring.cursor_for_probe(p, ring.live()),
-        };
-        Ok(Some(Route {
-            table: self.id,
-            version: other,
-            hash: p.hash,
-            need: route.need,
-            cursor,
-        }))
+        let p = self.ring(other).compat().probe(key);
+        Ok(Some(self.route_probe(other, p, route.need)))
     }
 
     fn prepared(&self, index: u32, v: Version) -> &Requirement {

@@ -36,11 +36,10 @@ pub enum KeySource {
     /// sent). A key that comes out empty is routed round robin, as nginx
     /// routes it.
     Template(ketama::nginx::Template),
-    /// HAProxy's `balance uri ...`: the target as sent, cut by its options.
-    HaproxyUri(ketama::haproxy::UriKey),
-    /// HAProxy's `balance hdr(NAME)`: the header's first value (lowercase
-    /// name).
-    HaproxyHeader(String),
+    /// HAProxy's `balance` line (`[key] balance`): `uri ...`, `hdr(NAME)
+    /// [use_domain_only]`, `url_param NAME`, `source`, `rdp-cookie(NAME)`
+    /// or `hash <fetch>`.
+    Haproxy(ketama::haproxy::Balance),
 }
 
 /// `[key.normalize]` parsed: the query rules and the host's case, as

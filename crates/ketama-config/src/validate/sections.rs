@@ -313,6 +313,20 @@ pub(super) fn rings_and_key(
         }
     };
     let key = key_source(&config.key, file)?;
+    if key == KeySource::Haproxy(ketama::haproxy::Balance::Source) {
+        for (r, name) in [
+            (Some(&ring), "ring.compat"),
+            (new_ring.as_ref(), "migration.ring"),
+        ] {
+            if let Some(r) = r.filter(|r| !matches!(r.compat, ketama::Scheme::Haproxy(_))) {
+                return Err(err(
+                    file,
+                    "key.balance",
+                    format!("balance source hashes the client's address as HAProxy does, which only a haproxy ring places; {name} is {}: make it haproxy (or haproxy:FUNCTION[+avalanche])", r.compat),
+                ));
+            }
+        }
+    }
     Ok((ring, new_ring, key))
 }
 
@@ -328,7 +342,9 @@ fn key_source(k: &crate::model_key::KeySection, file: &str) -> Result<KeySource,
                 "give one of balance (HAProxy's form), template (nginx's) or source/header, not two",
             ));
         }
-        return haproxy_balance(b).map_err(|m| err(file, "key.balance", m));
+        return ketama::haproxy::Balance::parse(b)
+            .map(KeySource::Haproxy)
+            .map_err(|m| err(file, "key.balance", m));
     }
     if let Some(t) = &k.template {
         if source.is_some() || k.header.is_some() {
@@ -408,61 +424,6 @@ pub(super) fn normalize(n: &NormalizeSection, file: &str) -> Result<Normalize, C
         },
         lowercase_host: n.lowercase_host,
     })
-}
-
-/// HAProxy's `balance` arguments (`backend.c`, `backend_parse_balance`):
-/// `uri` with `len N`, `depth N`, `whole` and `path-only` in any order, or
-/// `hdr(NAME)`.
-fn haproxy_balance(b: &str) -> Result<KeySource, String> {
-    let words: Vec<&str> = b.split_whitespace().collect();
-    match words.first().copied() {
-        Some("uri") => {}
-        Some(h) if h.starts_with("hdr(") => {
-            let name = h.strip_prefix("hdr(").and_then(|r| r.strip_suffix(')'));
-            return match name {
-                Some(n) if !n.is_empty() && words.len() == 1 => {
-                    Ok(KeySource::HaproxyHeader(n.to_ascii_lowercase()))
-                }
-                Some(n) if !n.is_empty() => Err(format!(
-                    "hdr({n}) takes no option here (HAProxy's use_domain_only is not supported): write \"hdr({n})\""
-                )),
-                _ => Err(format!("{h:?}: write hdr(NAME) with the header's name")),
-            };
-        }
-        _ => {
-            return Err(format!(
-                "{b:?}: ketama-router takes HAProxy's \"uri [path-only] [whole] [depth N] [len N]\" or \"hdr(NAME)\""
-            ))
-        }
-    }
-    let mut u = ketama::haproxy::UriKey::default();
-    let mut i = 1;
-    while i < words.len() {
-        match words[i] {
-            "whole" => u.whole = true,
-            "path-only" => u.path_only = true,
-            w @ ("len" | "depth") => {
-                let n: u32 = words
-                    .get(i + 1)
-                    .and_then(|v| v.parse().ok())
-                    .filter(|&n| n > 0)
-                    .ok_or_else(|| format!("uri: '{w}' expects a positive integer"))?;
-                if w == "len" {
-                    u.len = Some(n);
-                } else {
-                    u.depth = Some(n);
-                }
-                i += 1;
-            }
-            other => {
-                return Err(format!(
-                    "uri only accepts parameters 'len', 'depth', 'path-only', and 'whole' (got '{other}')"
-                ))
-            }
-        }
-        i += 1;
-    }
-    Ok(KeySource::HaproxyUri(u))
 }
 
 /// `[[backends]]`: each address parsed, none repeated, labels not empty.

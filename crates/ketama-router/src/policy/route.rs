@@ -7,7 +7,10 @@
 use std::cell::{Cell, RefCell};
 
 use http::HeaderName;
+use ketama::haproxy::Balance;
 use ketama::load::LoadGuard;
+use ketama::request::Taken;
+use ketama::route::PeerHash;
 use ketama::{Route, Version};
 
 use ketama_config::Normalize;
@@ -59,15 +62,15 @@ pub trait RequestView: ketama::request::Request {
     }
 }
 
-/// Calls `f` with the request's routing key: `key` read from the request
-/// as `normalize` rewrites it (its query, its host's case), without
-/// copying the key when it is one piece of the request. An empty key is
-/// passed as it is: [`decide`] routes it round robin.
+/// Calls `f` with what `key` takes of the request as `normalize` rewrites
+/// it (its query, its host's case), without copying the key when it is
+/// one piece of the request; [`Taken::Nothing`] where the key's peer falls
+/// back to round robin, which [`decide`] then does.
 pub fn with_routing_key<R>(
     req: &impl RequestView,
     key: &Key,
     normalize: &Normalize,
-    f: impl FnOnce(&[u8]) -> R,
+    f: impl FnOnce(Taken<'_>) -> R,
 ) -> R {
     if normalize.query.is_identity() && !normalize.lowercase_host {
         return source_key(req, key, f);
@@ -174,25 +177,21 @@ impl<R: RequestView> RequestView for Normalized<'_, R> {
     }
 }
 
-/// Calls `f` with the key `key` reads from `req`.
-fn source_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(&[u8]) -> R) -> R {
+/// Calls `f` with what `key` takes of `req`.
+fn source_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(Taken<'_>) -> R) -> R {
     match key {
         // A `$uri` nginx refuses never reaches here (the engine refuses
         // such a request, as nginx does); were it to, its key is empty.
         Key::Template(t) => match t.piece(req) {
-            Some(k) => f(k),
+            Some(k) => f(nginx_key(k)),
             None => KEY_BUF.with(|buf| {
                 let mut buf = buf.borrow_mut();
-                t.with_key(req, &mut buf, |k| f(k.unwrap_or(b"")))
+                t.with_key(req, &mut buf, |k| f(nginx_key(k.unwrap_or(b""))))
             }),
         },
-        Key::HaproxyHeader(h) => f(req
-            .header(h)
-            .and_then(ketama::haproxy::header_key)
-            .unwrap_or(b"")),
-        Key::HaproxyUri(u) => {
+        Key::Haproxy(Balance::Uri(u)) => {
             if let Some(t) = req.absolute_target() {
-                return f(u.key(t));
+                return f(Taken::Bytes(u.key(t)));
             }
             match req.scheme_authority() {
                 // HTTP/2: HAProxy hashes scheme://authority/path?query.
@@ -203,11 +202,33 @@ fn source_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(&[u8]) -> R) 
                     buf.extend_from_slice(b"://");
                     buf.extend_from_slice(authority.as_bytes());
                     buf.extend_from_slice(req.request_uri());
-                    f(u.key(&buf))
+                    f(Taken::Bytes(u.key(&buf)))
                 }),
-                None => f(u.key(req.request_uri())),
+                None => f(Taken::Bytes(u.key(req.request_uri()))),
             }
         }
+        Key::Haproxy(b) => f(b.key(req)),
+    }
+}
+
+/// An nginx key: empty, it is routed round robin.
+fn nginx_key(k: &[u8]) -> Taken<'_> {
+    match k {
+        b"" => Taken::Nothing,
+        k => Taken::Bytes(k),
+    }
+}
+
+/// An address's bytes (and how many): what chooses a `balance source`
+/// request's side of a migration.
+fn octets(a: std::net::IpAddr) -> ([u8; 16], usize) {
+    let mut b = [0; 16];
+    match a {
+        std::net::IpAddr::V4(a) => {
+            b[..4].copy_from_slice(&a.octets());
+            (b, 4)
+        }
+        std::net::IpAddr::V6(a) => (a.octets(), 16),
     }
 }
 
@@ -247,10 +268,16 @@ pub fn decide(
     let plan = &state.plan;
     let rule = matching_rule(req, state);
     let need = rule.map(|i| plan.rules[i].need);
-    let route = |key: &[u8]| plan.table.route(key, need, plan.scope.as_deref());
+    let scope = plan.scope.as_deref();
+    let route = |key: &[u8]| plan.table.route(key, need, scope);
     with_routing_key(req, &state.key, &plan.normalize, |key| match key {
-        b"" => round_robin(route),
-        key => route(key),
+        Taken::Bytes(k) => route(k),
+        Taken::Address(a) => {
+            let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
+            let (b, n) = octets(a);
+            plan.table.route_hashed(h, &b[..n], need, scope)
+        }
+        Taken::Nothing => round_robin(route),
     })
     .map(|route| (route, rule))
 }
@@ -275,8 +302,12 @@ pub fn previous_owner(
     let normalize = &state.plan.normalize;
     // A request routed round robin (an empty key) has no owner.
     let Some(mut old) = with_routing_key(req, &state.key, normalize, |key| match key {
-        b"" => Ok(None),
-        key => table.counterpart(key, route),
+        Taken::Bytes(k) => table.counterpart(k, route),
+        Taken::Address(a) => {
+            let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
+            table.counterpart_hashed(h, route)
+        }
+        Taken::Nothing => Ok(None),
     })?
     else {
         return Ok(None);

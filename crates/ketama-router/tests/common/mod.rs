@@ -22,6 +22,7 @@ pub mod fleet;
 pub mod grpc;
 pub mod h2gen;
 pub mod h2raw;
+pub mod haproxy;
 pub mod hook;
 pub mod mutate;
 pub mod page;

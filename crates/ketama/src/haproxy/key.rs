@@ -71,11 +71,32 @@ impl UriKey {
 /// assert_eq!(header_key(b" ,b"), None);
 /// ```
 pub fn header_key(value: &[u8]) -> Option<&[u8]> {
+    header_values(value).next().filter(|v| !v.is_empty())
+}
+
+/// The comma-separated values of a field as `http_find_header` steps
+/// through them: each without the spaces and tabs around it, a comma
+/// inside double quotes not counting; an empty field is one empty value,
+/// and a trailing comma gives a last empty one.
+pub(crate) fn header_values(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     let lws = |c: &u8| matches!(c, b' ' | b'\t' | b'\r' | b'\n');
-    let start = value.iter().position(|c| !lws(c)).unwrap_or(value.len());
-    let v = &value[start..];
+    let mut rest = Some(value);
+    std::iter::from_fn(move || {
+        let v = rest?;
+        let start = v.iter().position(|c| !lws(c)).unwrap_or(v.len());
+        let v = &v[start..];
+        let end = value_end(v);
+        let (item, after) = v.split_at(end);
+        let len = item.iter().rposition(|c| !lws(c)).map_or(0, |i| i + 1);
+        // Past the value: another one only after a comma.
+        rest = after.strip_prefix(b",");
+        Some(&item[..len])
+    })
+}
+
+/// `http_find_hdr_value_end`: the first comma outside double quotes.
+fn value_end(v: &[u8]) -> usize {
     let (mut quoted, mut pair) = (false, false);
-    let mut end = v.len();
     for (i, &c) in v.iter().enumerate() {
         if pair {
             pair = false;
@@ -88,13 +109,10 @@ pub fn header_key(value: &[u8]) -> Option<&[u8]> {
         } else if c == b'"' {
             quoted = true;
         } else if c == b',' {
-            end = i;
-            break;
+            return i;
         }
     }
-    let v = &v[..end];
-    let len = v.iter().rposition(|c| !lws(c)).map_or(0, |i| i + 1);
-    (len > 0).then(|| &v[..len])
+    v.len()
 }
 
 /// `http_parse_path`: an origin-form target as it is; an absolute-form

@@ -24,9 +24,14 @@
 use std::fmt;
 use std::str::FromStr;
 
+mod balance;
 mod config;
 mod key;
 
+pub use balance::{
+    domain_only, rdp_cookie, req_cook, req_hdr, sample_url_param, source_hash, url_param, Balance,
+    Fetch,
+};
 pub use config::{parse_backend, Backend};
 pub use key::{header_key, UriKey};
 

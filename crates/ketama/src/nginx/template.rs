@@ -327,7 +327,7 @@ fn borrowed<'r>(v: &Var, req: &'r impl Request) -> Option<Option<&'r [u8]>> {
         Var::Path => Some(path(req.request_uri())),
         Var::Args => Some(vars::args(req.request_uri())),
         Var::Arg(n) => vars::arg(vars::args(req.request_uri()), n),
-        Var::Cookie(n) => vars::cookie(cookie_lines(req), n),
+        Var::Cookie(n) => vars::cookie(req.cookie_lines(), n),
         Var::Http(n) => req
             .headers()
             .find(|(name, _)| vars::http_var_matches(name, n))
@@ -356,13 +356,6 @@ fn write_var(v: &Var, req: &impl Request, out: &mut Vec<u8>) -> Result<(), vars:
         _ => out.extend_from_slice(borrowed(v, req).flatten().unwrap_or(b"")),
     }
     Ok(())
-}
-
-/// The `Cookie` lines of `req`, in order.
-fn cookie_lines(req: &impl Request) -> impl Iterator<Item = &[u8]> {
-    req.headers()
-        .filter(|(n, _)| n.eq_ignore_ascii_case(b"cookie"))
-        .map(|(_, v)| v)
 }
 
 /// The path of a target as sent: up to its `?` or `#`; `/` for an

@@ -67,7 +67,11 @@ fn normalized_key(
         peer: None,
         tls: false,
     };
-    with_routing_key(&r, key, n, |k| k.to_vec())
+    with_routing_key(&r, key, n, |k| match k {
+        ketama::request::Taken::Bytes(b) => b.to_vec(),
+        ketama::request::Taken::Nothing => Vec::new(),
+        ketama::request::Taken::Address(a) => a.to_string().into_bytes(),
+    })
 }
 
 #[test]
@@ -90,9 +94,17 @@ fn normalized_keys_read_the_rewritten_query_and_host() {
         whole: true,
         ..Default::default()
     };
-    assert_eq!(k(&Key::HaproxyUri(whole)), b"/a/b.jpg?h=2&w=1");
+    assert_eq!(
+        k(&Key::Haproxy(ketama::haproxy::Balance::Uri(whole))),
+        b"/a/b.jpg?h=2&w=1"
+    );
     // An absolute-form target is rewritten as well.
-    let abs = normalized_key("http://h.test/p?b&a", &[], &Key::HaproxyUri(whole), &n);
+    let abs = normalized_key(
+        "http://h.test/p?b&a",
+        &[],
+        &Key::Haproxy(ketama::haproxy::Balance::Uri(whole)),
+        &n,
+    );
     assert_eq!(abs, b"http://h.test/p?a&b");
     // Without normalization, as sent.
     assert_eq!(key_of(t, &f, &path_query()), t.as_bytes());
@@ -125,7 +137,7 @@ fn an_absolute_target_routes_by_what_nginx_reads_of_it() {
     let f = [("Host", "other.test")];
     assert_eq!(key_of(t, &f, &path_query()), b"?q#f");
     // HAProxy's `balance uri` hashes the target as sent, up to its `?`.
-    let uri = |u| Key::HaproxyUri(u);
+    let uri = |u| Key::Haproxy(ketama::haproxy::Balance::Uri(u));
     assert_eq!(
         key_of(t, &f, &uri(ketama::haproxy::UriKey::default())),
         b"http://example.test"
@@ -136,7 +148,7 @@ fn an_absolute_target_routes_by_what_nginx_reads_of_it() {
     };
     assert_eq!(key_of(t, &f, &uri(whole)), b"http://example.test?q#f");
     // The target's authority stands for Host.
-    let h = Key::HaproxyHeader(http::HeaderName::from_static("host"));
+    let h = Key::Haproxy(ketama::haproxy::Balance::parse("hdr(host)").unwrap());
     assert_eq!(key_of(t, &f, &h), b"example.test");
     assert_eq!(key_of(t, &f, &host_path()), b"example.test?q#f");
     // Forwarded in origin-form, with the authority as Host.
