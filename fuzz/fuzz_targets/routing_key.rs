@@ -1,7 +1,8 @@
 //! Any bytes as a request's target and header value, cut into routing
 //! keys as the library cuts them (`ketama::haproxy`: HAProxy's `balance
 //! uri` options, `hdr()`, `url_param`, `rdp-cookie`, `req.cook`,
-//! `req.hdr`, `use_domain_only`; `ketama::nginx`: nginx's variables and
+//! `req.hdr`, `use_domain_only`; Envoy's cookie and query parameter;
+//! `ketama::nginx`: nginx's variables and
 //! templates): nothing panics; every key is a piece of the bytes it was
 //! cut from, no longer than its `len` says; nginx's `$uri` starts with a
 //! slash and has no empty, `.` or `..` segment inside.
@@ -64,6 +65,8 @@ fuzz_target!(|data: &[u8]| {
         h::req_hdr([head]),
         h::rdp_cookie(head, name),
         Some(h::domain_only(head)),
+        ketama::envoy::policy::cookie([head], name),
+        ketama::envoy::policy::query_parameter(head, name),
     ]
     .into_iter()
     .flatten()

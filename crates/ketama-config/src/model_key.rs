@@ -20,6 +20,58 @@ pub struct KeySection {
     /// `[key.normalize]`: the target (and host) as every key source reads
     /// them.
     pub normalize: NormalizeSection,
+    /// `[[key.hash_policy]]`: Envoy's `hash_policy` list instead of
+    /// `source` (Envoy's and gRPC's schemes).
+    pub hash_policy: Vec<HashPolicySection>,
+    /// Whose reading of `hash_policy` applies: `envoy` (the default) or
+    /// `grpc` (header policies only, values joined with commas).
+    pub hash_policy_peer: Option<String>,
+}
+
+/// One `[[key.hash_policy]]`: exactly one of `header`, `cookie`,
+/// `query_parameter` and `source_ip`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct HashPolicySection {
+    /// Hash this field's values.
+    pub header: Option<String>,
+    /// With `header`: rewrite each value first.
+    pub regex_rewrite: Option<RegexRewriteSection>,
+    /// Hash this cookie's value.
+    pub cookie: Option<String>,
+    /// With `cookie`: generate the cookie when absent, living this long
+    /// (seconds; 0: a session cookie).
+    pub ttl_s: Option<u64>,
+    /// With `cookie` and `ttl_s`: the generated cookie's `Path`.
+    pub path: Option<String>,
+    /// With `cookie` and `ttl_s`: the generated cookie's attributes.
+    pub attributes: Vec<CookieAttributeSection>,
+    /// Hash this query parameter's first value.
+    pub query_parameter: Option<String>,
+    /// Hash the client's address.
+    pub source_ip: bool,
+    /// Stop at this policy once a hash exists.
+    pub terminal: bool,
+}
+
+/// `regex_rewrite = { pattern = "...", substitution = "..." }`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegexRewriteSection {
+    /// An RE2 pattern.
+    pub pattern: String,
+    /// What replaces each match (`\\1` for a group).
+    pub substitution: String,
+}
+
+/// `attributes = [{ name = "SameSite", value = "Lax" }]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields, default)]
+pub struct CookieAttributeSection {
+    /// The attribute's name.
+    pub name: String,
+    /// Its value (empty: the name alone).
+    pub value: String,
 }
 
 /// `[key.normalize]` (off by default): the query and host rewritten for

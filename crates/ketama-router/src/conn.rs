@@ -104,6 +104,7 @@ impl Guarded {
         // In a future of its own, boxed: the handshake's state and the
         // h2c check's are freed when they end instead of taking room in
         // this future for as long as the connection lives.
+        let tcp_local = tcp.local_addr().ok();
         let chosen = {
             let choose = Box::pin(self.choose(tcp, tls, h2c, header_timeout));
             choose.await
@@ -112,11 +113,15 @@ impl Guarded {
             Some(c) => c,
             None => return,
         };
+        let ends = tcp_local.map(|local| crate::engine::request::Ends {
+            client: peer,
+            local,
+        });
         if h2 {
             let serve = crate::engine::h2::serve(
                 io,
                 early,
-                Some(peer.ip()),
+                ends,
                 self.engine.clone(),
                 self.counts.clone(),
                 slot,
@@ -128,7 +133,7 @@ impl Guarded {
         }
         let client = crate::engine::h1::park::Idle {
             io,
-            peer: Some(peer.ip()),
+            peer: ends,
             since: Instant::now(),
             engine: self.engine.clone(),
             drain: self.counts.clone(),

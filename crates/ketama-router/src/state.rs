@@ -94,6 +94,8 @@ pub enum Key {
     /// HAProxy's `balance` line; `uri` reads the target as HAProxy sees
     /// it (scheme and authority included for absolute-form and HTTP/2).
     Haproxy(ketama::haproxy::Balance),
+    /// Envoy's hash policies (`[[key.hash_policy]]`).
+    HashPolicy(ketama::envoy::policy::HashPolicy),
 }
 
 /// Everything a request needs.
@@ -288,6 +290,7 @@ impl RoutingState {
         let key = match &plan.key {
             KeySource::Template(t) => Key::Template(t.clone()),
             KeySource::Haproxy(b) => Key::Haproxy(b.clone()),
+            KeySource::HashPolicy(p) => Key::HashPolicy(p.clone()),
         };
         let balance = v.balance.map(|factor| Balance {
             factor,

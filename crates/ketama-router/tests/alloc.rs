@@ -150,10 +150,14 @@ fn routing_a_request_allocates_nothing() {
                 let req = H1Request {
                     head: &head,
                     buf: raw,
-                    peer: Some(clients[i % clients.len()]),
+                    peer: Some(ketama_router::engine::request::Ends {
+                        client: std::net::SocketAddr::new(clients[i % clients.len()], 40000),
+                        local: "10.9.9.9:80".parse().unwrap(),
+                    }),
                     tls: false,
                 };
-                let (mut route, rule) = decide(&req, state).unwrap();
+                let d = decide(&req, state).unwrap();
+                let (mut route, rule) = (d.route, d.rule);
                 metrics.lookup(route.version());
                 let c = choose(state, &mut route)
                     .unwrap()

@@ -155,9 +155,13 @@ fn allocations(extra: &str, target: impl Fn(usize) -> String) {
                 let (tcp, peer) = l.accept().await.unwrap();
                 tcp.set_nodelay(true).unwrap();
                 let (open, _) = metrics.connection_opened();
+                let ends = ketama_router::engine::request::Ends {
+                    client: peer,
+                    local: tcp.local_addr().unwrap(),
+                };
                 let client = Idle {
                     io: ClientIo::Plain(tcp),
-                    peer: Some(peer.ip()),
+                    peer: Some(ends),
                     since: Instant::now(),
                     engine: engine.clone(),
                     drain: drain.clone(),

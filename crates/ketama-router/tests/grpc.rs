@@ -31,9 +31,22 @@ fn router(
     front: Option<&Issued>,
     extra: &str,
 ) -> RouterProc {
+    let key = "[key]\nsource = \"header\"\nheader = \"x-key\"";
+    router_keyed(dir, servers, backend_ca, front, extra, key)
+}
+
+/// [`router`] with this `[key]`.
+fn router_keyed(
+    dir: &Path,
+    servers: &Servers,
+    backend_ca: Option<&Ca>,
+    front: Option<&Issued>,
+    extra: &str,
+    key: &str,
+) -> RouterProc {
     let (proxy, admin) = (any_port(), any_port());
     let mut s = format!(
-        "[server]\nlisten = [\"{proxy}\"]\nh2c = true\ngrace_period_seconds = 0\n{extra}\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\nscheme = \"envoy-ring-hash:grpc\"\n\n[key]\nsource = \"header\"\nheader = \"x-key\"\n\n[health]\ngrpc = true\ninterval_ms = 100\ntimeout_ms = 500\n\n[access_log]\npath = \"{}\"\nformat = \"json\"\n",
+        "[server]\nlisten = [\"{proxy}\"]\nh2c = true\ngrace_period_seconds = 0\n{extra}\n\n[admin]\nlisten = \"{admin}\"\ntoken = \"sekret\"\n\n[ring]\nscheme = \"envoy-ring-hash:grpc\"\n\n{key}\n\n[health]\ngrpc = true\ninterval_ms = 100\ntimeout_ms = 500\n\n[access_log]\npath = \"{}\"\nformat = \"json\"\n",
         dir.join("access.log").display()
     );
     if let Some(ca) = backend_ca {
@@ -367,6 +380,37 @@ fn each_call_goes_where_grpcs_own_ring_hash_sends_it() {
     );
     let used: std::collections::HashSet<_> = routed.iter().collect();
     assert_eq!(used.len(), 5, "every backend serves some keys");
+}
+
+/// gRPC's hash policy reading (`[[key.hash_policy]]` with
+/// `hash_policy_peer = "grpc"`): a call whose `x-key` metadata has two or
+/// three values goes where gRPC's own `ring_hash` sends it (A76: the values
+/// joined with commas, in order).
+#[test]
+fn several_key_values_go_where_grpcs_own_ring_hash_sends_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let servers = Servers::start(5, None);
+    let key = "[key]\nhash_policy_peer = \"grpc\"\n\n[[key.hash_policy]]\nheader = \"x-key\"";
+    let r = router_keyed(dir.path(), &servers, None, None, "", key);
+    let v = call(
+        r.proxy,
+        Via::H2c,
+        "-",
+        "multikeys",
+        &["300", &servers.target(), "1024", "4096"],
+    );
+    let (routed, picked) = (
+        v["routed"].as_array().unwrap(),
+        v["picked"].as_array().unwrap(),
+    );
+    assert_eq!(routed.len(), 300);
+    let differ = routed.iter().zip(picked).filter(|(a, b)| a != b).count();
+    assert_eq!(
+        differ, 0,
+        "{differ} of 300 calls went elsewhere than gRPC's pick"
+    );
+    let used: std::collections::HashSet<_> = routed.iter().collect();
+    assert_eq!(used.len(), 5, "every backend serves some calls");
 }
 
 /// The router's resident memory, in KiB.

@@ -8,7 +8,7 @@
 //! decodes or validates. An implementation costs what its lookups cost;
 //! the router's answer from positions in its buffer, without copying.
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// What a key form takes of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub enum Taken<'r> {
     /// The client's address, hashed as HAProxy's `balance source` hashes
     /// it ([`crate::haproxy::source_hash`], [`crate::route::PeerHash`]).
     Address(IpAddr),
+    /// A 64-bit hash Envoy's hash policies made
+    /// ([`crate::envoy::policy`], [`crate::route::PeerHash::Envoy`]).
+    Envoy(u64),
     /// Nothing: the peer falls back to round robin (an empty nginx key, a
     /// HAProxy parameter, field or cookie not there).
     Nothing,
@@ -42,6 +45,12 @@ pub trait Request {
 
     /// The client's address (nginx's `$remote_addr`), when known.
     fn remote_addr(&self) -> Option<IpAddr> {
+        None
+    }
+
+    /// The connection's two ends, the client's and the listener's, with
+    /// their ports (Envoy's generated cookie hashes them).
+    fn sockets(&self) -> Option<(SocketAddr, SocketAddr)> {
         None
     }
 

@@ -12,6 +12,7 @@ use crate::model::{Config, RingSection, Routing};
 use crate::ConfigError;
 
 mod control;
+mod key;
 mod sections;
 mod sources;
 mod tls;
@@ -40,6 +41,9 @@ pub enum KeySource {
     /// [use_domain_only]`, `url_param NAME`, `source`, `rdp-cookie(NAME)`
     /// or `hash <fetch>`.
     Haproxy(ketama::haproxy::Balance),
+    /// Envoy's `hash_policy` list (`[[key.hash_policy]]`), for Envoy's and
+    /// gRPC's schemes.
+    HashPolicy(ketama::envoy::policy::HashPolicy),
 }
 
 /// `[key.normalize]` parsed: the query rules and the host's case, as
@@ -312,8 +316,8 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
     tls::upstream(&config, file, &mut warnings)?;
     sections::access_log(&config, file)?;
     sections::cache_status(&config, file)?;
-    let (ring, new_ring, key) = sections::rings_and_key(&config, file)?;
-    let normalize = sections::normalize(&config.key.normalize, file)?;
+    let (ring, new_ring, key) = key::rings_and_key(&config, file)?;
+    let normalize = key::normalize(&config.key.normalize, file)?;
     let discovery = discovery_sources(&config, file)?;
     let balance = match &config.balance {
         None => None,

@@ -7,9 +7,9 @@ use std::net::SocketAddr;
 
 use ketama::RingSettings;
 
-use super::{addr, err, ring_of, KeySource, Matcher, Normalize};
+use super::{addr, err, Matcher};
 use crate::discovery::DiscoverySource;
-use crate::model::{Config, NormalizeSection};
+use crate::model::Config;
 use crate::ConfigError;
 
 /// `[server]`: the listeners and every limit.
@@ -282,148 +282,6 @@ pub(super) fn admin(
         ));
     };
     Ok((admin_listen, token))
-}
-
-/// `[ring]`, `[migration]` and `[key]`.
-pub(super) fn rings_and_key(
-    config: &Config,
-    file: &str,
-) -> Result<(RingSettings, Option<RingSettings>, KeySource), ConfigError> {
-    let ring = ring_of(&config.ring, file, "ring")?;
-    let new_ring = match &config.migration {
-        None => None,
-        Some(m) => {
-            if m.global_bp > 10_000 {
-                return Err(err(
-                    file,
-                    "migration.global_bp",
-                    "over 10000 basis points: give 0 to 10000",
-                ));
-            }
-            for (name, bp) in &m.scopes {
-                if *bp > 10_000 {
-                    return Err(err(
-                        file,
-                        format!("migration.scopes.{name}"),
-                        "over 10000 basis points",
-                    ));
-                }
-            }
-            Some(ring_of(&m.ring, file, "migration.ring")?)
-        }
-    };
-    let key = key_source(&config.key, file)?;
-    if key == KeySource::Haproxy(ketama::haproxy::Balance::Source) {
-        for (r, name) in [
-            (Some(&ring), "ring.compat"),
-            (new_ring.as_ref(), "migration.ring"),
-        ] {
-            if let Some(r) = r.filter(|r| !matches!(r.compat, ketama::Scheme::Haproxy(_))) {
-                return Err(err(
-                    file,
-                    "key.balance",
-                    format!("balance source hashes the client's address as HAProxy does, which only a haproxy ring places; {name} is {}: make it haproxy (or haproxy:FUNCTION[+avalanche])", r.compat),
-                ));
-            }
-        }
-    }
-    Ok((ring, new_ring, key))
-}
-
-/// `[key]`: one of `balance`, `template` and `source` (with `header`).
-fn key_source(k: &crate::model_key::KeySection, file: &str) -> Result<KeySource, ConfigError> {
-    use ketama::nginx::{Template, Var};
-    let source = k.source.as_deref();
-    if let Some(b) = &k.balance {
-        if source.is_some() || k.header.is_some() || k.template.is_some() {
-            return Err(err(
-                file,
-                "key.balance",
-                "give one of balance (HAProxy's form), template (nginx's) or source/header, not two",
-            ));
-        }
-        return ketama::haproxy::Balance::parse(b)
-            .map(KeySource::Haproxy)
-            .map_err(|m| err(file, "key.balance", m));
-    }
-    if let Some(t) = &k.template {
-        if source.is_some() || k.header.is_some() {
-            return Err(err(
-                file,
-                "key.template",
-                "give template or source/header, not both: a template says every source (source = \"path_query\" is template = \"$request_uri\", source = \"header\" is \"$http_NAME\")",
-            ));
-        }
-        let t = Template::parse(t).map_err(|e| err(file, "key.template", e.to_string()))?;
-        return Ok(KeySource::Template(t));
-    }
-    let t = match source.unwrap_or("path_query") {
-        "path_query" => Template::of(Var::RequestUri),
-        "path" => Template::of(Var::Path),
-        "host_path" => Template::host_path(),
-        "header" => match &k.header {
-            Some(h) if !h.is_empty() => {
-                let token = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
-                if !h.bytes().all(token) {
-                    return Err(err(
-                        file,
-                        "key.header",
-                        format!("{h:?} is not a header name: give the field's name as sent, e.g. X-Cache-Key"),
-                    ));
-                }
-                let name = h.to_ascii_lowercase().replace('-', "_");
-                Template::of(Var::Http(name.into_bytes().into()))
-            }
-            _ => {
-                return Err(err(
-                    file,
-                    "key.header",
-                    "source = \"header\" needs the header's name",
-                ))
-            }
-        },
-        other => {
-            return Err(err(
-                file,
-                "key.source",
-                format!("unknown source {other:?}: use path_query, path, host_path or header, or write a template"),
-            ))
-        }
-    };
-    Ok(KeySource::Template(t))
-}
-
-/// `[key.normalize]`: `drop_query` or `keep_query`, not both; no empty
-/// names.
-pub(super) fn normalize(n: &NormalizeSection, file: &str) -> Result<Normalize, ConfigError> {
-    use ketama::query::{QueryFilter, QueryRules};
-    let names = |key: &str, list: &[String]| {
-        if let Some(i) = list.iter().position(|n| n.is_empty()) {
-            return Err(err(
-                file,
-                format!("key.normalize.{key}[{i}]"),
-                "an empty name: give the parameter's name as the query writes it",
-            ));
-        }
-        Ok(list.iter().map(|n| n.as_bytes().into()).collect())
-    };
-    let filter = match (&n.drop_query, &n.keep_query) {
-        (Some(_), Some(_)) => return Err(err(
-            file,
-            "key.normalize.keep_query",
-            "give drop_query (the names left out) or keep_query (the only names kept), not both",
-        )),
-        (Some(d), None) => QueryFilter::Drop(names("drop_query", d)?),
-        (None, Some(k)) => QueryFilter::Keep(names("keep_query", k)?),
-        (None, None) => QueryFilter::All,
-    };
-    Ok(Normalize {
-        query: QueryRules {
-            sort: n.sort_query,
-            filter,
-        },
-        lowercase_host: n.lowercase_host,
-    })
 }
 
 /// `[[backends]]`: each address parsed, none repeated, labels not empty.

@@ -23,7 +23,7 @@ use super::response_head::ResponseView;
 use super::send::SendError;
 use super::upstream::{self, Conn};
 use super::Engine;
-use crate::policy::route::{choose, decide, previous_owner};
+use crate::policy::route::{choose, decide, previous_owner, Decision};
 use crate::policy::{self, Attempt, Failure, RetryFacts, Stage};
 use crate::state::RoutingState;
 
@@ -210,7 +210,11 @@ pub async fn exchange<C: Client>(
         }
     }
     let decided = decide(&c.request(), state);
-    let (route, rule) = match decided {
+    let Decision {
+        route,
+        rule,
+        set_cookie,
+    } = match decided {
         Ok(d) => d,
         Err(err) => {
             tracing::error!("no route: {err}");
@@ -228,6 +232,7 @@ pub async fn exchange<C: Client>(
     });
     r.route = Some(route);
     r.rule = rule;
+    r.set_cookie = set_cookie;
     r.started = Some(Instant::now());
     let Some(deadline) = r.deadline else {
         return attempts(e, c, state, r).await;

@@ -57,6 +57,9 @@ pub struct Record {
     pub grpc: bool,
     /// A gRPC call's deadline (its `grpc-timeout`, capped).
     pub deadline: Option<Instant>,
+    /// A `Set-Cookie` value for a cookie the key generated (Envoy's
+    /// `cookie` hash policy with a `ttl`).
+    pub set_cookie: Option<String>,
     /// The `grpc-status` the call ended with (a backend's, or the
     /// router's own answer's).
     pub grpc_status: Option<u8>,
@@ -82,6 +85,7 @@ pub struct Ketama<'s> {
     len: usize,
     spill: [u8; 10],
     spill_len: usize,
+    set_cookie: Option<&'s [u8]>,
 }
 
 impl Ketama<'_> {
@@ -89,10 +93,12 @@ impl Ketama<'_> {
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
         let spill =
             (self.spill_len > 0).then(|| (&b"x-ketama-spill"[..], &self.spill[..self.spill_len]));
+        let cookie = self.set_cookie.map(|v| (&b"set-cookie"[..], v));
         self.fields[..self.len]
             .iter()
             .map(|&(n, v)| (n, v))
             .chain(spill)
+            .chain(cookie)
     }
 }
 
@@ -157,14 +163,16 @@ impl Record {
         crate::policy::record_failure(&state.backends[n], a, &describe(a.failure));
     }
 
-    /// The `x-ketama-*` fields of a response from backend `n` (none
-    /// without `response_headers`).
-    pub fn ketama_fields<'s>(&self, state: &'s RoutingState, n: usize) -> Ketama<'s> {
+    /// The fields the router adds to a response from backend `n`: the
+    /// `x-ketama-*` ones (none without `response_headers`), and the
+    /// `Set-Cookie` of a cookie the key generated.
+    pub fn ketama_fields<'s>(&'s self, state: &'s RoutingState, n: usize) -> Ketama<'s> {
         let mut k = Ketama {
             fields: [(&[][..], &[][..]); 2],
             len: 0,
             spill: [0; 10],
             spill_len: 0,
+            set_cookie: self.set_cookie.as_deref().map(str::as_bytes),
         };
         if !state.validated.config.server.response_headers {
             return k;

@@ -4,7 +4,7 @@
 //! ([`H1Request`]); an HTTP/2 stream's is the `h2` crate's parts
 //! ([`super::h2::H2Request`]).
 
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use http::HeaderName;
 
@@ -62,14 +62,24 @@ pub trait Req: RequestView {
     }
 }
 
+/// A client connection's two ends, with their ports: the client's address
+/// and the listener's (what Envoy's generated cookie hashes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ends {
+    /// The client's address.
+    pub client: SocketAddr,
+    /// The address the client connected to.
+    pub local: SocketAddr,
+}
+
 /// An HTTP/1 request: its head's positions over the connection's buffer.
 pub struct H1Request<'a> {
     /// The head's positions.
     pub head: &'a Head,
     /// The connection's buffer.
     pub buf: &'a [u8],
-    /// The client's address.
-    pub peer: Option<IpAddr>,
+    /// The connection's ends.
+    pub peer: Option<Ends>,
     /// Whether the connection is TLS.
     pub tls: bool,
 }
@@ -133,7 +143,11 @@ impl ketama::request::Request for H1Request<'_> {
     }
 
     fn remote_addr(&self) -> Option<IpAddr> {
-        self.peer
+        self.peer.map(|p| p.client.ip())
+    }
+
+    fn sockets(&self) -> Option<(SocketAddr, SocketAddr)> {
+        self.peer.map(|p| (p.client, p.local))
     }
 
     fn tls(&self) -> bool {

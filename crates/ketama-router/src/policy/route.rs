@@ -70,10 +70,11 @@ pub fn with_routing_key<R>(
     req: &impl RequestView,
     key: &Key,
     normalize: &Normalize,
+    set_cookie: &mut Option<String>,
     f: impl FnOnce(Taken<'_>) -> R,
 ) -> R {
     if normalize.query.is_identity() && !normalize.lowercase_host {
-        return source_key(req, key, f);
+        return source_key(req, key, set_cookie, f);
     }
     NORM_BUF.with(|bufs| {
         let mut bufs = bufs.borrow_mut();
@@ -114,7 +115,7 @@ pub fn with_routing_key<R>(
             host,
             authority,
         };
-        source_key(&view, key, f)
+        source_key(&view, key, set_cookie, f)
     })
 }
 
@@ -177,9 +178,20 @@ impl<R: RequestView> RequestView for Normalized<'_, R> {
     }
 }
 
-/// Calls `f` with what `key` takes of `req`.
-fn source_key<R>(req: &impl RequestView, key: &Key, f: impl FnOnce(Taken<'_>) -> R) -> R {
+/// Calls `f` with what `key` takes of `req`; a cookie Envoy's policies
+/// generated goes to `set_cookie`.
+fn source_key<R>(
+    req: &impl RequestView,
+    key: &Key,
+    set_cookie: &mut Option<String>,
+    f: impl FnOnce(Taken<'_>) -> R,
+) -> R {
     match key {
+        Key::HashPolicy(p) => {
+            let h = p.hash(req);
+            *set_cookie = h.set_cookie;
+            f(h.hash.map_or(Taken::Nothing, Taken::Envoy))
+        }
         // A `$uri` nginx refuses never reaches here (the engine refuses
         // such a request, as nginx does); were it to, its key is empty.
         Key::Template(t) => match t.piece(req) {
@@ -258,28 +270,52 @@ pub fn matching_rule(req: &impl RequestView, state: &RoutingState) -> Option<usi
     })
 }
 
-/// The routing decision for a request (its key, its rule's requirement,
-/// this router's scope), and the label rule that applied (its index in the
-/// plan's rules).
-pub fn decide(
-    req: &impl RequestView,
-    state: &RoutingState,
-) -> Result<(Route, Option<usize>), ketama::Error> {
+/// The routing decision for a request: its route (by its key, its rule's
+/// requirement, this router's scope), the label rule that applied (its
+/// index in the plan's rules), and a `Set-Cookie` value for a cookie the
+/// key generated (Envoy's `cookie` policy with a `ttl`).
+#[derive(Debug)]
+pub struct Decision {
+    /// The route.
+    pub route: Route,
+    /// The label rule that applied.
+    pub rule: Option<usize>,
+    /// A cookie to set on the response.
+    pub set_cookie: Option<String>,
+}
+
+/// The routing decision for a request ([`Decision`]).
+pub fn decide(req: &impl RequestView, state: &RoutingState) -> Result<Decision, ketama::Error> {
     let plan = &state.plan;
     let rule = matching_rule(req, state);
     let need = rule.map(|i| plan.rules[i].need);
     let scope = plan.scope.as_deref();
     let route = |key: &[u8]| plan.table.route(key, need, scope);
-    with_routing_key(req, &state.key, &plan.normalize, |key| match key {
-        Taken::Bytes(k) => route(k),
-        Taken::Address(a) => {
-            let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
-            let (b, n) = octets(a);
-            plan.table.route_hashed(h, &b[..n], need, scope)
-        }
-        Taken::Nothing => round_robin(route),
+    let mut set_cookie = None;
+    let route = with_routing_key(
+        req,
+        &state.key,
+        &plan.normalize,
+        &mut set_cookie,
+        |key| match key {
+            Taken::Bytes(k) => route(k),
+            Taken::Address(a) => {
+                let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
+                let (b, n) = octets(a);
+                plan.table.route_hashed(h, &b[..n], need, scope)
+            }
+            Taken::Envoy(h) => {
+                plan.table
+                    .route_hashed(PeerHash::Envoy(h), &h.to_le_bytes(), need, scope)
+            }
+            Taken::Nothing => round_robin(route),
+        },
+    )?;
+    Ok(Decision {
+        route,
+        rule,
+        set_cookie,
     })
-    .map(|route| (route, rule))
 }
 
 /// The key's previous owner, for a request the new ring of a migration
@@ -301,14 +337,23 @@ pub fn previous_owner(
     let table = &state.plan.table;
     let normalize = &state.plan.normalize;
     // A request routed round robin (an empty key) has no owner.
-    let Some(mut old) = with_routing_key(req, &state.key, normalize, |key| match key {
-        Taken::Bytes(k) => table.counterpart(k, route),
-        Taken::Address(a) => {
-            let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
-            table.counterpart_hashed(h, route)
-        }
-        Taken::Nothing => Ok(None),
-    })?
+    // A generated cookie was generated for the decision already.
+    let mut generated = None;
+    let Some(mut old) = with_routing_key(
+        req,
+        &state.key,
+        normalize,
+        &mut generated,
+        |key| match key {
+            Taken::Bytes(k) => table.counterpart(k, route),
+            Taken::Address(a) => {
+                let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
+                table.counterpart_hashed(h, route)
+            }
+            Taken::Envoy(h) => table.counterpart_hashed(PeerHash::Envoy(h), route),
+            Taken::Nothing => Ok(None),
+        },
+    )?
     else {
         return Ok(None);
     };

@@ -190,6 +190,19 @@ def call(target, scenario, args, ca, name, key):
             routed.append(unary_call(ch, k, 1).get("port"))
             picked.append(unary_call(own, k, 1).get("port"))
         return {"routed": routed, "picked": picked}
+    if scenario == "multikeys":
+        # As "keys", each call with two or three values of x-key.
+        n, direct, lo, hi = int(args[0]), args[1], int(args[2]), int(args[3])
+        cfg = {"loadBalancingConfig": [{"ring_hash_experimental": {
+            "minRingSize": lo, "maxRingSize": hi, "requestHashHeader": "x-key"}}]}
+        own = grpc.insecure_channel(direct, options=[("grpc.service_config", json.dumps(cfg))])
+        routed, picked = [], []
+        for i in range(n):
+            md = tuple(("x-key", "k%d-%d" % (i, j)) for j in range(2 + i % 2))
+            port = lambda c: dict(c.initial_metadata()).get("x-port")
+            routed.append(port(ch.unary_unary("/test.Echo/Unary").with_call(b"x", metadata=md)[1]))
+            picked.append(port(own.unary_unary("/test.Echo/Unary").with_call(b"x", metadata=md)[1]))
+        return {"routed": routed, "picked": picked}
     if scenario == "stream":
         def go():
             it = ch.unary_stream("/test.Echo/ServerStream")(args[0].encode(), metadata=(("x-key", key),))

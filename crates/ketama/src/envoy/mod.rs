@@ -50,6 +50,7 @@
 
 mod maglev;
 mod murmur;
+pub mod policy;
 mod xxh64;
 
 use std::fmt;

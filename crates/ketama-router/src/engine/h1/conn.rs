@@ -196,7 +196,13 @@ async fn request(
     // The client may still be sending a body nobody read: it gets the
     // answer before the close.
     let lingers = !keep && ended != Ended::Gone && !client.read_whole();
-    r.end(&e, &state, &client.request(), client.c.peer, began);
+    r.end(
+        &e,
+        &state,
+        &client.request(),
+        client.c.peer.map(|p| p.client.ip()),
+        began,
+    );
     client.finish();
     if lingers {
         linger(&mut c).await;
@@ -293,7 +299,7 @@ async fn refuse(
                     peer: c.peer,
                     tls: c.tls,
                 };
-                r.end(e, state, &req, c.peer, began);
+                r.end(e, state, &req, c.peer.map(|p| p.client.ip()), began);
             }
             linger(c).await;
         }

@@ -33,8 +33,8 @@ pub struct Conn {
     /// The connection and what was read of it: the current request's head
     /// at the start, then what follows it.
     pub io: Buffered<ClientIo>,
-    /// The client's address.
-    pub peer: Option<IpAddr>,
+    /// The connection's ends.
+    pub peer: Option<crate::engine::request::Ends>,
     /// Whether it came over TLS.
     pub tls: bool,
     /// The current request's head.
@@ -166,7 +166,7 @@ impl Client for H1Client<'_> {
     }
 
     fn peer(&self) -> Option<IpAddr> {
-        self.c.peer
+        self.c.peer.map(|p| p.client.ip())
     }
 
     fn tls(&self) -> bool {

@@ -19,7 +19,6 @@
 
 use std::cell::RefCell;
 use std::future::Future;
-use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
@@ -35,8 +34,8 @@ use crate::metrics::OpenConnection;
 pub struct Idle {
     /// The connection.
     pub io: ClientIo,
-    /// The client's address.
-    pub peer: Option<IpAddr>,
+    /// The connection's ends.
+    pub peer: Option<crate::engine::request::Ends>,
     /// Idle since (its last response).
     pub since: Instant,
     /// The engine that serves it.

@@ -42,8 +42,8 @@ pub struct H2Request<'a> {
     /// after every other field, as nginx forwards them
     /// (`ngx_http_v2_construct_cookie_header`).
     pub cookie: Option<&'a [u8]>,
-    /// The client's address.
-    pub peer: Option<IpAddr>,
+    /// The connection's ends.
+    pub peer: Option<crate::engine::request::Ends>,
     /// Whether the connection is TLS.
     pub tls: bool,
 }
@@ -118,7 +118,11 @@ impl ketama::request::Request for H2Request<'_> {
     }
 
     fn remote_addr(&self) -> Option<IpAddr> {
-        self.peer
+        self.peer.map(|p| p.client.ip())
+    }
+
+    fn sockets(&self) -> Option<(std::net::SocketAddr, std::net::SocketAddr)> {
+        self.peer.map(|p| (p.client, p.local))
     }
 
     fn tls(&self) -> bool {
@@ -155,7 +159,7 @@ pub struct H2Client {
     /// ended: kept here (its sink borrows it) so that a call whose
     /// deadline passed mid-answer can still be ended with its status.
     out: Option<(SendStream<Bytes>, bool)>,
-    peer: Option<IpAddr>,
+    peer: Option<crate::engine::request::Ends>,
     tls: bool,
     /// The body, when read whole, and the trailers that ended it.
     buffered: Option<Vec<u8>>,
@@ -170,7 +174,7 @@ pub(super) async fn stream(
     e: Arc<Engine>,
     req: http::Request<RecvStream>,
     respond: SendResponse<Bytes>,
-    peer: Option<IpAddr>,
+    peer: Option<crate::engine::request::Ends>,
     tls: bool,
     open: Open,
 ) {
@@ -214,7 +218,7 @@ pub(super) async fn stream(
     })
     .await;
     open.ended(ended != Ended::Gone, reset_by_client);
-    r.end(&e, &state, &c.request(), peer, began);
+    r.end(&e, &state, &c.request(), peer.map(|p| p.client.ip()), began);
 }
 
 /// The request's `cookie` fields joined with `; ` when there are two or
@@ -296,7 +300,7 @@ impl Client for H2Client {
     }
 
     fn peer(&self) -> Option<IpAddr> {
-        self.peer
+        self.peer.map(|p| p.client.ip())
     }
 
     fn tls(&self) -> bool {

@@ -102,7 +102,7 @@ impl Drop for Open {
 pub async fn serve(
     io: ClientIo,
     early: Vec<u8>,
-    peer: Option<std::net::IpAddr>,
+    peer: Option<crate::engine::request::Ends>,
     engine: Arc<Engine>,
     drain: Arc<Drain>,
     _open: OpenConnection,

@@ -67,10 +67,11 @@ fn normalized_key(
         peer: None,
         tls: false,
     };
-    with_routing_key(&r, key, n, |k| match k {
+    with_routing_key(&r, key, n, &mut None, |k| match k {
         ketama::request::Taken::Bytes(b) => b.to_vec(),
         ketama::request::Taken::Nothing => Vec::new(),
         ketama::request::Taken::Address(a) => a.to_string().into_bytes(),
+        ketama::request::Taken::Envoy(h) => h.to_string().into_bytes(),
     })
 }
 
@@ -221,7 +222,7 @@ fn label_rules_match_as_documented() {
     assert_eq!(rule(&both), Some(0));
     // The rule's requirement routes to its label only.
     let (head, buf) = read("/", &both);
-    let (mut route, _) = decide(
+    let mut route = decide(
         &H1Request {
             head: &head,
             buf: &buf,
@@ -230,7 +231,8 @@ fn label_rules_match_as_documented() {
         },
         &s,
     )
-    .unwrap();
+    .unwrap()
+    .route;
     let n = s.plan.table.next(&mut route).unwrap().unwrap();
     assert_eq!(s.backends[n].server, "127.0.0.1:9001");
     assert_eq!(s.plan.table.next(&mut route).unwrap(), None);
