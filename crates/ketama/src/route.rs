@@ -344,10 +344,8 @@ impl RouteTable {
         if route.table != self.id {
             return Err(Error::ForeignRoute);
         }
-        let other = match route.version {
-            Version::Only => return Ok(None),
-            Version::Old => Version::New,
-            Version::New => Version::Old,
+        let Some(other) = other_side(route.version) else {
+            return Ok(None);
         };
         if self.ring(route.version).hash_key(key) != route.hash {
             return Err(Error::KeyNotRouted);
@@ -464,5 +462,14 @@ impl RouteTable {
             }
         }
         Ok(())
+    }
+}
+
+/// The migration's other ring for a route on `v`; none without one.
+fn other_side(v: Version) -> Option<Version> {
+    match v {
+        Version::Only => None,
+        Version::Old => Some(Version::New),
+        Version::New => Some(Version::Old),
     }
 }

@@ -249,40 +249,7 @@ pub const UNIQUE: [&[u8]; 11] = [
 /// no `/`, no control byte, space or `DEL`, no `..`, and a name left once
 /// a port and a final dot are taken off.
 pub fn valid_host(h: &[u8]) -> bool {
-    #[derive(PartialEq)]
-    enum State {
-        Usual,
-        Literal,
-        Rest,
-    }
-    let mut state = State::Usual;
-    let (mut dot_pos, mut host_len) = (h.len(), h.len());
-    for (i, &b) in h.iter().enumerate() {
-        match b {
-            b'.' => {
-                if i > 0 && dot_pos == i - 1 {
-                    return false;
-                }
-                dot_pos = i;
-            }
-            b':' if state == State::Usual => {
-                host_len = i;
-                state = State::Rest;
-            }
-            b'[' if i == 0 => state = State::Literal,
-            b']' if state == State::Literal => {
-                host_len = i + 1;
-                state = State::Rest;
-            }
-            b'/' => return false,
-            _ if b <= 0x20 || b == 0x7f => return false,
-            _ => {}
-        }
-    }
-    if host_len > 0 && dot_pos == host_len - 1 {
-        host_len -= 1;
-    }
-    host_len > 0
+    ketama::nginx::host(h).is_some()
 }
 
 /// What a `Connection` value asks of the connection, as nginx reads it:

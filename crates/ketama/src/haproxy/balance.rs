@@ -11,7 +11,7 @@
 use std::fmt;
 use std::net::IpAddr;
 
-use super::key::{header_values, UriKey};
+use super::key::{header_values, value_end, UriKey};
 use crate::request::{Request, Taken};
 
 /// A sample expression of `balance hash <expr>` a router can evaluate.
@@ -431,7 +431,7 @@ fn extract_cookie<'a>(hdr: &'a [u8], name: &[u8]) -> Option<(&'a [u8], usize)> {
             while vb < end && sp(hdr[vb]) {
                 vb += 1;
             }
-            let n = cookie_value_end(hdr, vb);
+            let n = value_end(hdr, vb, b",;");
             let mut ve = n;
             while ve > vb && sp(hdr[ve - 1]) {
                 ve -= 1;
@@ -447,27 +447,6 @@ fn extract_cookie<'a>(hdr: &'a [u8], name: &[u8]) -> Option<(&'a [u8], usize)> {
         att_beg = next + 1;
     }
     None
-}
-
-/// `http_find_cookie_value_end`: the first `,` or `;` outside quotes.
-fn cookie_value_end(hdr: &[u8], from: usize) -> usize {
-    let (mut quoted, mut pair) = (false, false);
-    for (i, &c) in hdr.iter().enumerate().skip(from) {
-        if pair {
-            pair = false;
-        } else if quoted {
-            match c {
-                b'\\' => pair = true,
-                b'"' => quoted = false,
-                _ => {}
-            }
-        } else if c == b'"' {
-            quoted = true;
-        } else if c == b',' || c == b';' {
-            return i;
-        }
-    }
-    hdr.len()
 }
 
 /// `req.hdr(NAME)` without an occurrence (`smp_fetch_hdr`: the last):

@@ -85,7 +85,7 @@ pub(crate) fn header_values(value: &[u8]) -> impl Iterator<Item = &[u8]> {
         let v = rest?;
         let start = v.iter().position(|c| !lws(c)).unwrap_or(v.len());
         let v = &v[start..];
-        let end = value_end(v);
+        let end = value_end(v, 0, b",");
         let (item, after) = v.split_at(end);
         let len = item.iter().rposition(|c| !lws(c)).map_or(0, |i| i + 1);
         // Past the value: another one only after a comma.
@@ -94,10 +94,12 @@ pub(crate) fn header_values(value: &[u8]) -> impl Iterator<Item = &[u8]> {
     })
 }
 
-/// `http_find_hdr_value_end`: the first comma outside double quotes.
-fn value_end(v: &[u8]) -> usize {
+/// The first of `stops` outside double quotes in `v` from `from` on
+/// (`\\` escapes a byte inside them), or its end: `http_find_hdr_value_end`
+/// with `,`, `http_find_cookie_value_end` with `,` and `;`.
+pub(crate) fn value_end(v: &[u8], from: usize, stops: &[u8]) -> usize {
     let (mut quoted, mut pair) = (false, false);
-    for (i, &c) in v.iter().enumerate() {
+    for (i, &c) in v.iter().enumerate().skip(from) {
         if pair {
             pair = false;
         } else if quoted {
@@ -108,7 +110,7 @@ fn value_end(v: &[u8]) -> usize {
             }
         } else if c == b'"' {
             quoted = true;
-        } else if c == b',' {
+        } else if stops.contains(&c) {
             return i;
         }
     }

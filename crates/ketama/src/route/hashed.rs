@@ -89,10 +89,8 @@ impl RouteTable {
         if route.table != self.id {
             return Err(Error::ForeignRoute);
         }
-        let other = match route.version {
-            Version::Only => return Ok(None),
-            Version::Old => Version::New,
-            Version::New => Version::Old,
+        let Some(other) = super::other_side(route.version) else {
+            return Ok(None);
         };
         if self.peer_probe(hash, route.version)?.hash != route.hash {
             return Err(Error::KeyNotRouted);
