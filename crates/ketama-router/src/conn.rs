@@ -82,10 +82,25 @@ impl Guarded {
         }
     }
 
-    /// One accepted connection: the limit, TLS, the protocol, then the
-    /// engine.
-    pub async fn serve_connection(self: Arc<Self>, tcp: TcpStream, peer: SocketAddr) {
+    /// One accepted connection, counted open now (by the accept loop, so
+    /// that a graceful stop that saw the loop end also sees it); the
+    /// future serves it: the limit, TLS, the protocol, then the engine.
+    pub fn serve_connection(
+        self: Arc<Self>,
+        tcp: TcpStream,
+        peer: SocketAddr,
+    ) -> impl std::future::Future<Output = ()> + Send {
         let (slot, open) = self.metrics.connection_opened();
+        self.serve(tcp, peer, slot, open)
+    }
+
+    async fn serve(
+        self: Arc<Self>,
+        tcp: TcpStream,
+        peer: SocketAddr,
+        slot: crate::metrics::OpenConnection,
+        open: usize,
+    ) {
         let state = self.routing.state();
         let server = &state.validated.config.server;
         let header_timeout = Duration::from_millis(server.client_header_timeout_ms);

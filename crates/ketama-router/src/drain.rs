@@ -1,32 +1,40 @@
 //! What a graceful stop needs of the client connections, shared by every
-//! listener's guard and by every protocol: which connections are
-//! reading a request head (let them finish), and a flag and a wake-up that
-//! close the idle ones.
+//! listener's guard and by every protocol: which accept loops still run
+//! (a connection they take is the process's to serve), which connections
+//! are reading a request head (let them finish), and a flag and a
+//! wake-up that close the idle ones.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 
-/// The connections of a service that are reading a request head, and a
-/// wake-up when none is (a graceful stop waits for those heads).
+/// How many of something are going on (accept loops, connections reading
+/// a request head), and a wake-up when none is: a graceful stop waits for
+/// them.
 #[derive(Debug, Default)]
-pub struct Heads {
+pub struct Count {
     count: AtomicUsize,
     none: tokio::sync::Notify,
 }
 
-impl Heads {
-    /// A connection starts reading a head.
+impl Count {
+    /// One more is going on.
     pub fn enter(&self) {
         self.count.fetch_add(1, Relaxed);
     }
 
-    /// It stopped (the head arrived, or the connection ended).
+    /// One ended (a head arrived, a connection or an accept loop ended).
     pub fn leave(&self) {
         if self.count.fetch_sub(1, Relaxed) == 1 {
             self.none.notify_waiters();
         }
     }
 
-    /// Waits until no connection is reading a head, or `deadline`.
+    /// One more until the guard is dropped.
+    pub fn hold(self: &std::sync::Arc<Self>) -> Held {
+        self.enter();
+        Held(self.clone())
+    }
+
+    /// Waits until none is going on, or `deadline`.
     pub async fn until_none(&self, deadline: tokio::time::Instant) {
         loop {
             let none = self.none.notified();
@@ -43,11 +51,26 @@ impl Heads {
     }
 }
 
+/// One of a [`Count`], until dropped.
+#[derive(Debug)]
+pub struct Held(std::sync::Arc<Count>);
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
 /// A graceful stop's view of the client connections.
 #[derive(Debug, Default)]
 pub struct Drain {
+    /// Accept loops still running: each holds one from before its thread
+    /// starts until it returns, and counts a connection it took as open
+    /// before it lets go, so that once none runs every connection the
+    /// process took is counted (and served) before it exits.
+    pub accepting: std::sync::Arc<Count>,
     /// Connections reading a request head now.
-    pub heads: std::sync::Arc<Heads>,
+    pub heads: std::sync::Arc<Count>,
     /// Set at a stop: idle connections close, answers close theirs.
     pub closing: AtomicBool,
     /// Wakes the idle connections when `closing` is set.

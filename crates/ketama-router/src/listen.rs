@@ -122,8 +122,15 @@ pub fn take_all(
 }
 
 /// Accepts until the process stops (or hands over), each connection
-/// served on a task of its own.
-pub async fn accept_loop(listener: tokio::net::TcpListener, app: App, mut shutdown: ShutdownWatch) {
+/// served on a task of its own; `running` is let go when it returns
+/// (see [`crate::drain::Drain::accepting`]).
+pub async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    app: App,
+    mut shutdown: ShutdownWatch,
+    running: crate::drain::Held,
+) {
+    let _running = running;
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,

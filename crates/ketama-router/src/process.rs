@@ -7,7 +7,7 @@
 //!
 //! | signal | what the router does |
 //! |---|---|
-//! | SIGTERM | graceful stop: stops accepting, lets the request heads being read arrive (2 s at most, within the grace period), closes the idle connections, waits up to `grace_period_seconds` for the rest, exits 0 |
+//! | SIGTERM | graceful stop: stops accepting (every accept loop has seen the stop before anything else), lets the request heads being read arrive (2 s at most, within the grace period), closes the idle connections, waits up to `grace_period_seconds` for the rest, exits 0 |
 //! | SIGINT | stops at once, exits 0 |
 //! | SIGQUIT | graceful upgrade: hands the listening sockets to the process started with `--upgrade` ([`crate::handover`]), then stops gracefully; without an upgrade socket, a graceful stop; with an unsafe one, serves on |
 //! | SIGHUP, SIGUSR1 | reload, reopen the access log (their services) |
@@ -72,7 +72,7 @@ impl Server {
             for l in &self.listeners {
                 if let App::Engine(g) = &l.app {
                     match l.socket.try_clone() {
-                        Ok(s) => mine.push((s, g.clone())),
+                        Ok(s) => mine.push((s, g.clone(), self.drain.accepting.hold())),
                         Err(e) => {
                             tracing::error!(listener = l.endpoint.key.as_str(), "{e}");
                             return 1;
@@ -150,6 +150,7 @@ impl Server {
                     socket,
                     l.app.clone(),
                     rx.clone(),
+                    self.drain.accepting.hold(),
                 ));
             }
         }
@@ -167,15 +168,27 @@ impl Server {
             return 0;
         }
         // A connection accepted just before the stop, whose request is on
-        // its way, would lose it if closed now: the heads being read
-        // arrive first (at most 2 s, within the grace period), then the
-        // idle connections close, then what is in flight finishes.
+        // its way, would lose it if closed now: every accept loop on the
+        // worker threads sees the stop first (until then one may still
+        // take a connection from a socket the new process shares, unseen
+        // by the counts below), the heads being read arrive (at most 2 s,
+        // within the grace period), then the idle connections close,
+        // then what is in flight finishes.
         let deadline = tokio::time::Instant::now() + self.grace;
         let heads = tokio::time::Instant::now() + self.grace.min(Duration::from_secs(2));
+        self.drain.accepting.until_none(heads).await;
         self.drain.heads.until_none(heads).await;
         self.drain.close_idle();
         while self.metrics.open_connections() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let open = self.metrics.open_connections();
+        if open > 0 {
+            tracing::warn!(
+                open,
+                grace = ?self.grace,
+                "graceful stop: the grace period is over, closing the connections still open (raise [server] grace_period_seconds if their requests should finish)"
+            );
         }
         0
     }
@@ -234,17 +247,18 @@ impl Server {
 /// A worker runtime's part: an accept loop on each of its sockets, until
 /// the process exits.
 async fn accept_on(
-    sockets: Vec<(std::net::TcpListener, Arc<Guarded>)>,
+    sockets: Vec<(std::net::TcpListener, Arc<Guarded>, crate::drain::Held)>,
     stop: ShutdownWatch,
     mut exit: tokio::sync::watch::Receiver<bool>,
 ) {
-    for (socket, guard) in sockets {
+    for (socket, guard, running) in sockets {
         match tokio::net::TcpListener::from_std(socket) {
             Ok(l) => {
                 tokio::spawn(crate::listen::accept_loop(
                     l,
                     App::Engine(guard),
                     stop.clone(),
+                    running,
                 ));
             }
             Err(e) => tracing::error!("cannot accept: {e}"),

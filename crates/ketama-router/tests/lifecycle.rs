@@ -242,7 +242,10 @@ fn a_graceful_upgrade_drops_no_request() {
             &addrs,
             any_port(),
             any_port(),
-            "grace_period_seconds = 1",
+            // Long enough that a loaded machine cannot run out of it by
+            // accident: the old process exits as soon as its last
+            // connection closes, and says so when it closes any.
+            "grace_period_seconds = 10",
             "",
         )
         .replace("grace_period_seconds = 0\n", ""),
@@ -275,7 +278,11 @@ fn a_graceful_upgrade_drops_no_request() {
                     match request(proxy, "GET", &format!("/up/{t}/{i}"), &[], "") {
                         Ok(resp) if resp.status == 200 => ok.fetch_add(1, Ordering::SeqCst),
                         other => {
-                            eprintln!("failed: {:?}", other.map(|r| (r.status, r.body)));
+                            eprintln!(
+                                "failed at {:?}: /up/{t}/{i}: {:?}",
+                                std::time::SystemTime::now(),
+                                other.map(|r| (r.status, r.body))
+                            );
                             failed.fetch_add(1, Ordering::SeqCst)
                         }
                     };
@@ -307,11 +314,14 @@ fn a_graceful_upgrade_drops_no_request() {
     for c in clients {
         c.join().unwrap();
     }
+    let log = |p: &std::path::Path| std::fs::read_to_string(p).unwrap_or_default();
     assert_eq!(
         failed.load(Ordering::SeqCst),
         0,
-        "{} served",
-        ok.load(Ordering::SeqCst)
+        "{} served\nold process:\n{}\nnew process:\n{}",
+        ok.load(Ordering::SeqCst),
+        log(&old_log),
+        log(&new_log)
     );
     let resp = request(
         admin,

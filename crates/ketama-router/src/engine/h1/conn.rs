@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::park::{self, Idle, Parked};
 use super::{linger, Conn, H1Client};
-use crate::drain::Heads;
+use crate::drain::Count;
 use crate::engine::exchange::{self, Client, Ended};
 use crate::engine::io::{Buffered, ReadError};
 use crate::engine::record::Record;
@@ -373,16 +373,17 @@ async fn read_head(
 }
 
 /// This connection's place among those reading a head (see
-/// [`Heads`]): in it from the accept and from a request's first byte,
-/// out of it while a request is served and while idle.
+/// [`Drain::heads`](crate::drain::Drain::heads)): in it from the accept
+/// and from a request's first byte, out of it while a request is served
+/// and while idle.
 struct InHead {
-    heads: Arc<Heads>,
+    heads: Arc<Count>,
     inside: bool,
 }
 
 impl InHead {
     /// In, from now.
-    fn new(heads: Arc<Heads>) -> Self {
+    fn new(heads: Arc<Count>) -> Self {
         heads.enter();
         InHead {
             heads,
