@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use ketama::{Migration, Need, Node, RingBuilder, RingSettings, Rollout, RouteTable};
 
-use crate::validate::{KeySource, Matcher, Validated};
+use crate::validate::{Matcher, Validated};
 use crate::ConfigError;
 
 /// A label rule with its requirement prepared on the route table.
@@ -62,10 +62,8 @@ pub struct Plan {
     pub backends: Vec<PlannedBackend>,
     /// Label rules, first match wins.
     pub rules: Vec<PlannedRule>,
-    /// Where the key comes from.
-    pub key: KeySource,
-    /// How the request is normalized for its key.
-    pub normalize: crate::validate::Normalize,
+    /// The routing key: its form over the request as normalized.
+    pub key: ketama::key::RequestKey,
     /// This router's scope (data center), which picks its rollout.
     pub scope: Option<String>,
     /// Milliseconds the rings and requirements took to build.
@@ -160,7 +158,6 @@ impl Plan {
             backends,
             rules,
             key: v.key.clone(),
-            normalize: v.normalize.clone(),
             scope: v.scope().map(str::to_string),
             build_ms: started.elapsed().as_secs_f64() * 1e3,
         })

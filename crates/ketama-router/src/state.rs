@@ -14,7 +14,7 @@ use ketama::{Need, Version};
 
 use arc_swap::ArcSwap;
 use http::HeaderName;
-use ketama_config::{ConfigError, Discovered, KeySource, Matcher, Plan, Validated};
+use ketama_config::{ConfigError, Discovered, Matcher, Plan, Validated};
 
 use crate::health::{Health, HealthRegistry};
 use crate::metrics::{BackendMetrics, Metrics};
@@ -86,18 +86,6 @@ pub enum RuleMatch {
     Header(HeaderName, String),
 }
 
-/// Where the routing key comes from, with header names parsed once.
-#[derive(Debug)]
-pub enum Key {
-    /// nginx's `hash <template>` (`[key] template`, and every `source`).
-    Template(ketama::nginx::Template),
-    /// HAProxy's `balance` line; `uri` reads the target as HAProxy sees
-    /// it (scheme and authority included for absolute-form and HTTP/2).
-    Haproxy(ketama::haproxy::Balance),
-    /// Envoy's hash policies (`[[key.hash_policy]]`).
-    HashPolicy(ketama::envoy::policy::HashPolicy),
-}
-
 /// Everything a request needs.
 #[derive(Debug)]
 pub struct RoutingState {
@@ -107,8 +95,6 @@ pub struct RoutingState {
     pub backends: Vec<Backend>,
     /// The rules' matchers, in `plan.rules` order.
     pub rules: Vec<RuleMatch>,
-    /// Where the key comes from.
-    pub key: Key,
     /// Bounded loads, when `[balance]` is on: the factor, the in-flight
     /// counts, and the serving weight per (rule, version), cached.
     pub balance: Option<Balance>,
@@ -287,11 +273,6 @@ impl RoutingState {
                 ),
             });
         }
-        let key = match &plan.key {
-            KeySource::Template(t) => Key::Template(t.clone()),
-            KeySource::Haproxy(b) => Key::Haproxy(b.clone()),
-            KeySource::HashPolicy(p) => Key::HashPolicy(p.clone()),
-        };
         let balance = v.balance.map(|factor| Balance {
             factor,
             loads: Arc::new(LoadTracker::new(&plan.table)),
@@ -313,7 +294,6 @@ impl RoutingState {
             plan,
             backends,
             rules,
-            key,
             balance,
             validated: v,
             tls,

@@ -74,6 +74,7 @@ mod crc;
 pub mod envoy;
 mod error;
 pub mod haproxy;
+pub mod key;
 pub mod keyhash;
 pub mod layout;
 pub mod load;

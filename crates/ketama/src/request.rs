@@ -67,6 +67,20 @@ pub trait Request {
             .map(|(_, v)| v)
     }
 
+    /// An absolute-form target as sent, scheme and authority included
+    /// (HAProxy's `balance uri` hashes it whole).
+    fn absolute_target(&self) -> Option<&[u8]> {
+        None
+    }
+    /// HTTP/2's `:scheme` and `:authority` (HAProxy hashes an HTTP/2
+    /// request's target as `scheme://authority/path`).
+    fn scheme_authority(&self) -> Option<(&[u8], &[u8])> {
+        None
+    }
+    /// The target's host when the request has no `Host` field (HTTP/2).
+    fn uri_host(&self) -> Option<&[u8]> {
+        None
+    }
     /// The host the request names, before nginx validates it: an
     /// absolute-form target's authority, else its first `host` field.
     fn raw_host(&self) -> Option<&[u8]> {

@@ -2,9 +2,10 @@
 //! request is routed by (a template, HAProxy's balance line, or Envoy's
 //! hash policies), and how the request is read for it.
 
+use ketama::key::RequestKey;
 use ketama::RingSettings;
 
-use super::{err, ring_of, KeySource, Normalize};
+use super::{err, ring_of, KeyForm, Normalize};
 use crate::model::{Config, NormalizeSection};
 use crate::model_key::{HashPolicySection, KeySection};
 use crate::ConfigError;
@@ -13,7 +14,7 @@ use crate::ConfigError;
 pub(super) fn rings_and_key(
     config: &Config,
     file: &str,
-) -> Result<(RingSettings, Option<RingSettings>, KeySource), ConfigError> {
+) -> Result<(RingSettings, Option<RingSettings>, RequestKey), ConfigError> {
     let ring = ring_of(&config.ring, file, "ring")?;
     let new_ring = match &config.migration {
         None => None,
@@ -37,36 +38,49 @@ pub(super) fn rings_and_key(
             Some(ring_of(&m.ring, file, "migration.ring")?)
         }
     };
-    let key = key_source(&config.key, file)?;
-    let envoy = |r: &RingSettings| {
+    let mut rings = vec![(ring.compat, "ring.compat")];
+    if let Some(r) = &new_ring {
+        rings.push((r.compat, "migration.ring"));
+    }
+    let key = request_key(&config.key, file, &rings)?;
+    Ok((ring, new_ring, key))
+}
+
+/// `[key]` and `[key.normalize]` validated for rings of these schemes
+/// (each named as errors should name its setting): the key every request
+/// is routed by, as the router takes it. The command-line tools read a
+/// `[key]` through this too, so that a key priced there is the router's.
+pub fn request_key(
+    k: &KeySection,
+    file: &str,
+    rings: &[(ketama::Scheme, &str)],
+) -> Result<RequestKey, ConfigError> {
+    let key = key_source(k, file)?;
+    let envoy = |s: ketama::Scheme| {
         matches!(
-            r.compat,
+            s,
             ketama::Scheme::EnvoyRingHash(_) | ketama::Scheme::Maglev(_)
         )
     };
-    let source = key == KeySource::Haproxy(ketama::haproxy::Balance::Source);
-    let policy = matches!(key, KeySource::HashPolicy(_));
-    for (r, name) in [
-        (Some(&ring), "ring.compat"),
-        (new_ring.as_ref(), "migration.ring"),
-    ] {
-        let Some(r) = r else { continue };
-        if source && !matches!(r.compat, ketama::Scheme::Haproxy(_)) {
+    let source = key == KeyForm::Haproxy(ketama::haproxy::Balance::Source);
+    let policy = matches!(key, KeyForm::HashPolicy(_));
+    for &(scheme, name) in rings {
+        if source && !matches!(scheme, ketama::Scheme::Haproxy(_)) {
             return Err(err(
                 file,
                 "key.balance",
-                format!("balance source hashes the client's address as HAProxy does, which only a haproxy ring places; {name} is {}: make it haproxy (or haproxy:FUNCTION[+avalanche])", r.compat),
+                format!("balance source hashes the client's address as HAProxy does, which only a haproxy ring places; {name} is {scheme}: make it haproxy (or haproxy:FUNCTION[+avalanche])"),
             ));
         }
-        if policy && !envoy(r) {
+        if policy && !envoy(scheme) {
             return Err(err(
                 file,
                 "key.hash_policy",
-                format!("hash policies make Envoy's 64-bit hash, which only envoy-ring-hash and maglev rings place; {name} is {}: make it envoy-ring-hash (envoy-ring-hash:grpc for gRPC) or maglev", r.compat),
+                format!("hash policies make Envoy's 64-bit hash, which only envoy-ring-hash and maglev rings place; {name} is {scheme}: make it envoy-ring-hash (envoy-ring-hash:grpc for gRPC) or maglev"),
             ));
         }
     }
-    Ok((ring, new_ring, key))
+    Ok(RequestKey::new(key, normalize(&k.normalize, file)?))
 }
 
 /// `[[key.hash_policy]]` and `hash_policy_peer`.
@@ -196,7 +210,7 @@ fn method(
 }
 
 /// `[key]`: one of `balance`, `template` and `source` (with `header`).
-fn key_source(k: &KeySection, file: &str) -> Result<KeySource, ConfigError> {
+fn key_source(k: &KeySection, file: &str) -> Result<KeyForm, ConfigError> {
     use ketama::nginx::{Template, Var};
     let source = k.source.as_deref();
     if let Some(b) = &k.balance {
@@ -208,7 +222,7 @@ fn key_source(k: &KeySection, file: &str) -> Result<KeySource, ConfigError> {
             ));
         }
         return ketama::haproxy::Balance::parse(b)
-            .map(KeySource::Haproxy)
+            .map(KeyForm::Haproxy)
             .map_err(|m| err(file, "key.balance", m));
     }
     if !k.hash_policy.is_empty() {
@@ -219,7 +233,7 @@ fn key_source(k: &KeySection, file: &str) -> Result<KeySource, ConfigError> {
                 "give hash_policy (Envoy's list) or template or source/header, not two",
             ));
         }
-        return hash_policy(k, file).map(KeySource::HashPolicy);
+        return hash_policy(k, file).map(KeyForm::HashPolicy);
     }
     if k.hash_policy_peer.is_some() {
         return Err(err(
@@ -237,7 +251,7 @@ fn key_source(k: &KeySection, file: &str) -> Result<KeySource, ConfigError> {
             ));
         }
         let t = Template::parse(t).map_err(|e| err(file, "key.template", e.to_string()))?;
-        return Ok(KeySource::Template(t));
+        return Ok(KeyForm::Template(t));
     }
     let t = match source.unwrap_or("path_query") {
         "path_query" => Template::of(Var::RequestUri),
@@ -272,12 +286,12 @@ fn key_source(k: &KeySection, file: &str) -> Result<KeySource, ConfigError> {
             ))
         }
     };
-    Ok(KeySource::Template(t))
+    Ok(KeyForm::Template(t))
 }
 
 /// `[key.normalize]`: `drop_query` or `keep_query`, not both; no empty
 /// names.
-pub(super) fn normalize(n: &NormalizeSection, file: &str) -> Result<Normalize, ConfigError> {
+fn normalize(n: &NormalizeSection, file: &str) -> Result<Normalize, ConfigError> {
     use ketama::query::{QueryFilter, QueryRules};
     let names = |key: &str, list: &[String]| {
         if let Some(i) = list.iter().position(|n| n.is_empty()) {

@@ -28,33 +28,8 @@ pub(super) fn err(file: &str, key: impl Into<String>, message: impl Into<String>
     }
 }
 
-/// How the routing key is taken from a request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum KeySource {
-    /// nginx's `hash <template>`: `[key] template`, and what each `source`
-    /// stands for (`path_query` is `$request_uri`, `header` is
-    /// `$http_NAME`; `path` and `host_path` read the path and host as
-    /// sent). A key that comes out empty is routed round robin, as nginx
-    /// routes it.
-    Template(ketama::nginx::Template),
-    /// HAProxy's `balance` line (`[key] balance`): `uri ...`, `hdr(NAME)
-    /// [use_domain_only]`, `url_param NAME`, `source`, `rdp-cookie(NAME)`
-    /// or `hash <fetch>`.
-    Haproxy(ketama::haproxy::Balance),
-    /// Envoy's `hash_policy` list (`[[key.hash_policy]]`), for Envoy's and
-    /// gRPC's schemes.
-    HashPolicy(ketama::envoy::policy::HashPolicy),
-}
-
-/// `[key.normalize]` parsed: the query rules and the host's case, as
-/// every key source reads the request.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Normalize {
-    /// The query's rules ([`ketama::query`]).
-    pub query: ketama::query::QueryRules,
-    /// Lowercase the `Host` a key reads.
-    pub lowercase_host: bool,
-}
+pub use ketama::key::{KeyForm, Normalize};
+pub use key::request_key;
 
 /// When a label rule applies.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -85,9 +60,7 @@ pub struct Validated {
     /// `[migration.ring]` parsed.
     pub new_ring: Option<RingSettings>,
     /// `[key]` parsed.
-    pub key: KeySource,
-    /// `[key.normalize]` parsed.
-    pub normalize: Normalize,
+    pub key: ketama::key::RequestKey,
     /// Each backend's address, parsed (in `backends` order).
     pub addrs: Vec<SocketAddr>,
     /// `[[label_rules]]` parsed, in order.
@@ -317,7 +290,6 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
     sections::access_log(&config, file)?;
     sections::cache_status(&config, file)?;
     let (ring, new_ring, key) = key::rings_and_key(&config, file)?;
-    let normalize = key::normalize(&config.key.normalize, file)?;
     let discovery = discovery_sources(&config, file)?;
     let balance = match &config.balance {
         None => None,
@@ -350,7 +322,6 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
         ring,
         new_ring,
         key,
-        normalize,
         addrs,
         rules,
         warnings,

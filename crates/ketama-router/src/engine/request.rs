@@ -153,6 +153,10 @@ impl ketama::request::Request for H1Request<'_> {
     fn tls(&self) -> bool {
         self.tls
     }
+
+    fn absolute_target(&self) -> Option<&[u8]> {
+        self.head.authority.map(|_| self.head.target.of(self.buf))
+    }
 }
 
 impl RequestView for H1Request<'_> {
@@ -163,10 +167,6 @@ impl RequestView for H1Request<'_> {
             }
         }
         self.head.header(self.buf, name.as_str().as_bytes())
-    }
-
-    fn absolute_target(&self) -> Option<&[u8]> {
-        self.head.authority.map(|_| self.head.target.of(self.buf))
     }
 }
 

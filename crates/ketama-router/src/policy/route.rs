@@ -7,37 +7,21 @@
 use std::cell::{Cell, RefCell};
 
 use http::HeaderName;
-use ketama::haproxy::Balance;
+use ketama::key::{KeyBufs, RequestKey};
 use ketama::load::LoadGuard;
 use ketama::request::Taken;
 use ketama::route::PeerHash;
 use ketama::{Route, Version};
 
-use ketama_config::Normalize;
-
-use crate::state::{Key, RoutingState, RuleMatch};
+use crate::state::{RoutingState, RuleMatch};
 
 thread_local! {
-    /// Where a key of several pieces is assembled: one buffer per thread,
-    /// reused, so building the key allocates nothing once it has grown.
-    static KEY_BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
-    /// Where `[key.normalize]` writes the request as keys read it, reused
-    /// the same way.
-    static NORM_BUF: RefCell<NormBufs> = RefCell::new(NormBufs::default());
+    /// Where keys are assembled and requests normalized for them: one set
+    /// of buffers per thread, reused, so that taking a key allocates
+    /// nothing once they have grown.
+    static KEY_BUFS: RefCell<KeyBufs> = RefCell::new(KeyBufs::default());
     /// The turn of the next request whose key is empty.
     static TURN: Cell<u64> = const { Cell::new(0) };
-}
-
-/// The buffers of a normalized request: its target, its absolute-form
-/// target, its host field and authority, and the query's chunks
-/// meanwhile.
-#[derive(Default)]
-struct NormBufs {
-    uri: Vec<u8>,
-    absolute: Vec<u8>,
-    host: Vec<u8>,
-    authority: Vec<u8>,
-    chunks: Vec<(usize, usize)>,
 }
 
 /// What routing reads of a request, whichever path carried it (HTTP/1
@@ -48,187 +32,19 @@ pub trait RequestView: ketama::request::Request {
     /// The first value of header `name` (`Host`: an absolute-form
     /// target's authority stands for it).
     fn header(&self, name: &HeaderName) -> Option<&[u8]>;
-    /// An absolute-form target as sent, scheme and authority included.
-    fn absolute_target(&self) -> Option<&[u8]> {
-        None
-    }
-    /// HTTP/2's `:scheme` and `:authority`.
-    fn scheme_authority(&self) -> Option<(&str, &str)> {
-        None
-    }
-    /// The URI's host, when the request has no `Host` (HTTP/2).
-    fn uri_host(&self) -> Option<&[u8]> {
-        None
-    }
 }
 
-/// Calls `f` with what `key` takes of the request as `normalize` rewrites
-/// it (its query, its host's case), without copying the key when it is
-/// one piece of the request; [`Taken::Nothing`] where the key's peer falls
-/// back to round robin, which [`decide`] then does.
+/// Calls `f` with what the state's key takes of `req`
+/// ([`RequestKey::take`], on this thread's buffers); [`Taken::Nothing`]
+/// where the key's peer falls back to round robin, which [`decide`] then
+/// does.
 pub fn with_routing_key<R>(
     req: &impl RequestView,
-    key: &Key,
-    normalize: &Normalize,
+    key: &RequestKey,
     set_cookie: &mut Option<String>,
     f: impl FnOnce(Taken<'_>) -> R,
 ) -> R {
-    if normalize.query.is_identity() && !normalize.lowercase_host {
-        return source_key(req, key, set_cookie, f);
-    }
-    NORM_BUF.with(|bufs| {
-        let mut bufs = bufs.borrow_mut();
-        let NormBufs {
-            uri,
-            absolute,
-            host,
-            authority,
-            chunks,
-        } = &mut *bufs;
-        let q = &normalize.query;
-        q.apply(req.request_uri(), uri, chunks);
-        let abs = req.absolute_target().map(|t| {
-            q.apply(t, absolute, chunks);
-            &absolute[..]
-        });
-        let lower = |from: Option<&[u8]>, to: &mut Vec<u8>| {
-            to.clear();
-            to.extend(from?.iter().map(u8::to_ascii_lowercase));
-            Some(())
-        };
-        let lowercase = normalize.lowercase_host;
-        let host_field = req
-            .headers()
-            .find(|(n, _)| n.eq_ignore_ascii_case(b"host"))
-            .map(|(_, v)| v)
-            .or_else(|| req.uri_host());
-        let host = lowercase
-            .then(|| lower(host_field, host).map(|()| &host[..]))
-            .flatten();
-        let authority = lowercase
-            .then(|| lower(req.absolute_authority(), authority).map(|()| &authority[..]))
-            .flatten();
-        let view = Normalized {
-            req,
-            uri,
-            absolute: abs,
-            host,
-            authority,
-        };
-        source_key(&view, key, set_cookie, f)
-    })
-}
-
-/// A request as `[key.normalize]` has keys read it.
-struct Normalized<'a, R> {
-    req: &'a R,
-    uri: &'a [u8],
-    absolute: Option<&'a [u8]>,
-    /// The host field and the absolute-form authority, lowercased (with
-    /// `lowercase_host`).
-    host: Option<&'a [u8]>,
-    authority: Option<&'a [u8]>,
-}
-
-impl<R: RequestView> ketama::request::Request for Normalized<'_, R> {
-    fn request_uri(&self) -> &[u8] {
-        self.uri
-    }
-
-    fn headers(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
-        self.req.headers().map(|(n, v)| match self.host {
-            Some(h) if n.eq_ignore_ascii_case(b"host") => (n, h),
-            _ => (n, v),
-        })
-    }
-
-    fn absolute_authority(&self) -> Option<&[u8]> {
-        self.authority.or_else(|| self.req.absolute_authority())
-    }
-
-    fn remote_addr(&self) -> Option<std::net::IpAddr> {
-        self.req.remote_addr()
-    }
-
-    fn tls(&self) -> bool {
-        self.req.tls()
-    }
-}
-
-impl<R: RequestView> RequestView for Normalized<'_, R> {
-    fn header(&self, name: &HeaderName) -> Option<&[u8]> {
-        if name == http::header::HOST {
-            if let Some(h) = self.authority.or(self.host) {
-                return Some(h);
-            }
-        }
-        self.req.header(name)
-    }
-
-    fn absolute_target(&self) -> Option<&[u8]> {
-        self.absolute
-    }
-
-    fn scheme_authority(&self) -> Option<(&str, &str)> {
-        self.req.scheme_authority()
-    }
-
-    fn uri_host(&self) -> Option<&[u8]> {
-        self.host.or_else(|| self.req.uri_host())
-    }
-}
-
-/// Calls `f` with what `key` takes of `req`; a cookie Envoy's policies
-/// generated goes to `set_cookie`.
-fn source_key<R>(
-    req: &impl RequestView,
-    key: &Key,
-    set_cookie: &mut Option<String>,
-    f: impl FnOnce(Taken<'_>) -> R,
-) -> R {
-    match key {
-        Key::HashPolicy(p) => {
-            let h = p.hash(req);
-            *set_cookie = h.set_cookie;
-            f(h.hash.map_or(Taken::Nothing, Taken::Envoy))
-        }
-        // A `$uri` nginx refuses never reaches here (the engine refuses
-        // such a request, as nginx does); were it to, its key is empty.
-        Key::Template(t) => match t.piece(req) {
-            Some(k) => f(nginx_key(k)),
-            None => KEY_BUF.with(|buf| {
-                let mut buf = buf.borrow_mut();
-                t.with_key(req, &mut buf, |k| f(nginx_key(k.unwrap_or(b""))))
-            }),
-        },
-        Key::Haproxy(Balance::Uri(u)) => {
-            if let Some(t) = req.absolute_target() {
-                return f(Taken::Bytes(u.key(t)));
-            }
-            match req.scheme_authority() {
-                // HTTP/2: HAProxy hashes scheme://authority/path?query.
-                Some((scheme, authority)) => KEY_BUF.with(|buf| {
-                    let mut buf = buf.borrow_mut();
-                    buf.clear();
-                    buf.extend_from_slice(scheme.as_bytes());
-                    buf.extend_from_slice(b"://");
-                    buf.extend_from_slice(authority.as_bytes());
-                    buf.extend_from_slice(req.request_uri());
-                    f(Taken::Bytes(u.key(&buf)))
-                }),
-                None => f(Taken::Bytes(u.key(req.request_uri()))),
-            }
-        }
-        Key::Haproxy(b) => f(b.key(req)),
-    }
-}
-
-/// An nginx key: empty, it is routed round robin.
-fn nginx_key(k: &[u8]) -> Taken<'_> {
-    match k {
-        b"" => Taken::Nothing,
-        k => Taken::Bytes(k),
-    }
+    KEY_BUFS.with(|bufs| key.take(req, &mut bufs.borrow_mut(), set_cookie, f))
 }
 
 /// An address's bytes (and how many): what chooses a `balance source`
@@ -292,25 +108,19 @@ pub fn decide(req: &impl RequestView, state: &RoutingState) -> Result<Decision, 
     let scope = plan.scope.as_deref();
     let route = |key: &[u8]| plan.table.route(key, need, scope);
     let mut set_cookie = None;
-    let route = with_routing_key(
-        req,
-        &state.key,
-        &plan.normalize,
-        &mut set_cookie,
-        |key| match key {
-            Taken::Bytes(k) => route(k),
-            Taken::Address(a) => {
-                let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
-                let (b, n) = octets(a);
-                plan.table.route_hashed(h, &b[..n], need, scope)
-            }
-            Taken::Envoy(h) => {
-                plan.table
-                    .route_hashed(PeerHash::Envoy(h), &h.to_le_bytes(), need, scope)
-            }
-            Taken::Nothing => round_robin(route),
-        },
-    )?;
+    let route = with_routing_key(req, &plan.key, &mut set_cookie, |key| match key {
+        Taken::Bytes(k) => route(k),
+        Taken::Address(a) => {
+            let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
+            let (b, n) = octets(a);
+            plan.table.route_hashed(h, &b[..n], need, scope)
+        }
+        Taken::Envoy(h) => {
+            plan.table
+                .route_hashed(PeerHash::Envoy(h), &h.to_le_bytes(), need, scope)
+        }
+        Taken::Nothing => round_robin(route),
+    })?;
     Ok(Decision {
         route,
         rule,
@@ -335,25 +145,18 @@ pub fn previous_owner(
         return Ok(None);
     }
     let table = &state.plan.table;
-    let normalize = &state.plan.normalize;
     // A request routed round robin (an empty key) has no owner.
     // A generated cookie was generated for the decision already.
     let mut generated = None;
-    let Some(mut old) = with_routing_key(
-        req,
-        &state.key,
-        normalize,
-        &mut generated,
-        |key| match key {
-            Taken::Bytes(k) => table.counterpart(k, route),
-            Taken::Address(a) => {
-                let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
-                table.counterpart_hashed(h, route)
-            }
-            Taken::Envoy(h) => table.counterpart_hashed(PeerHash::Envoy(h), route),
-            Taken::Nothing => Ok(None),
-        },
-    )?
+    let Some(mut old) = with_routing_key(req, &state.plan.key, &mut generated, |key| match key {
+        Taken::Bytes(k) => table.counterpart(k, route),
+        Taken::Address(a) => {
+            let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
+            table.counterpart_hashed(h, route)
+        }
+        Taken::Envoy(h) => table.counterpart_hashed(PeerHash::Envoy(h), route),
+        Taken::Nothing => Ok(None),
+    })?
     else {
         return Ok(None);
     };

@@ -128,6 +128,18 @@ impl ketama::request::Request for H2Request<'_> {
     fn tls(&self) -> bool {
         self.tls
     }
+
+    fn scheme_authority(&self) -> Option<(&[u8], &[u8])> {
+        let uri = &self.parts.uri;
+        Some((
+            uri.scheme_str()?.as_bytes(),
+            uri.authority()?.as_str().as_bytes(),
+        ))
+    }
+
+    fn uri_host(&self) -> Option<&[u8]> {
+        self.parts.uri.host().map(str::as_bytes)
+    }
 }
 
 impl RequestView for H2Request<'_> {
@@ -136,15 +148,6 @@ impl RequestView for H2Request<'_> {
             return self.cookie;
         }
         self.parts.headers.get(name).map(|v| v.as_bytes())
-    }
-
-    fn scheme_authority(&self) -> Option<(&str, &str)> {
-        let uri = &self.parts.uri;
-        Some((uri.scheme_str()?, uri.authority()?.as_str()))
-    }
-
-    fn uri_host(&self) -> Option<&[u8]> {
-        self.parts.uri.host().map(str::as_bytes)
     }
 }
 

@@ -11,7 +11,8 @@ use crate::health::HealthRegistry;
 use crate::metrics::Metrics;
 use crate::policy::route::{decide, matching_rule, with_routing_key};
 use crate::policy::Failure;
-use crate::state::{Key, RoutingState};
+use crate::state::RoutingState;
+use ketama::key::{KeyForm, Normalize, RequestKey};
 
 /// A GET of `target` with `fields`, read by the engine's reader: its head
 /// and its bytes.
@@ -32,34 +33,30 @@ fn read(target: &str, fields: &[(&str, &str)]) -> (Head, Vec<u8>) {
     (head, raw.into_bytes())
 }
 
-fn path_query() -> Key {
-    Key::Template(ketama::nginx::Template::of(ketama::nginx::Var::RequestUri))
+fn path_query() -> KeyForm {
+    KeyForm::Template(ketama::nginx::Template::of(ketama::nginx::Var::RequestUri))
 }
 
-fn path() -> Key {
-    Key::Template(ketama::nginx::Template::of(ketama::nginx::Var::Path))
+fn path() -> KeyForm {
+    KeyForm::Template(ketama::nginx::Template::of(ketama::nginx::Var::Path))
 }
 
-fn host_path() -> Key {
-    Key::Template(ketama::nginx::Template::host_path())
+fn host_path() -> KeyForm {
+    KeyForm::Template(ketama::nginx::Template::host_path())
 }
 
-fn header(var: &str) -> Key {
-    Key::Template(ketama::nginx::Template::of(ketama::nginx::Var::Http(
+fn header(var: &str) -> KeyForm {
+    KeyForm::Template(ketama::nginx::Template::of(ketama::nginx::Var::Http(
         var.as_bytes().into(),
     )))
 }
 
-fn key_of(target: &str, fields: &[(&str, &str)], key: &Key) -> Vec<u8> {
-    normalized_key(target, fields, key, &ketama_config::Normalize::default())
+fn key_of(target: &str, fields: &[(&str, &str)], key: &KeyForm) -> Vec<u8> {
+    normalized_key(target, fields, key, &Normalize::default())
 }
 
-fn normalized_key(
-    target: &str,
-    fields: &[(&str, &str)],
-    key: &Key,
-    n: &ketama_config::Normalize,
-) -> Vec<u8> {
+fn normalized_key(target: &str, fields: &[(&str, &str)], key: &KeyForm, n: &Normalize) -> Vec<u8> {
+    let key = &RequestKey::new(key.clone(), n.clone());
     let (head, buf) = read(target, fields);
     let r = H1Request {
         head: &head,
@@ -67,7 +64,7 @@ fn normalized_key(
         peer: None,
         tls: false,
     };
-    with_routing_key(&r, key, n, &mut None, |k| match k {
+    with_routing_key(&r, key, &mut None, |k| match k {
         ketama::request::Taken::Bytes(b) => b.to_vec(),
         ketama::request::Taken::Nothing => Vec::new(),
         ketama::request::Taken::Address(a) => a.to_string().into_bytes(),
@@ -78,7 +75,7 @@ fn normalized_key(
 #[test]
 fn normalized_keys_read_the_rewritten_query_and_host() {
     use ketama::query::{QueryFilter, QueryRules};
-    let n = ketama_config::Normalize {
+    let n = Normalize {
         query: QueryRules {
             sort: true,
             filter: QueryFilter::Drop(vec![b"utm".to_vec().into()]),
@@ -87,7 +84,7 @@ fn normalized_keys_read_the_rewritten_query_and_host() {
     };
     let f = [("Host", "IMG.Example:8080")];
     let t = "/a/b.jpg?w=1&utm=x&h=2";
-    let k = |key: &Key| normalized_key(t, &f, key, &n);
+    let k = |key: &KeyForm| normalized_key(t, &f, key, &n);
     assert_eq!(k(&path_query()), b"/a/b.jpg?h=2&w=1");
     assert_eq!(k(&path()), b"/a/b.jpg");
     assert_eq!(k(&host_path()), b"img.example:8080/a/b.jpg?h=2&w=1");
@@ -96,14 +93,14 @@ fn normalized_keys_read_the_rewritten_query_and_host() {
         ..Default::default()
     };
     assert_eq!(
-        k(&Key::Haproxy(ketama::haproxy::Balance::Uri(whole))),
+        k(&KeyForm::Haproxy(ketama::haproxy::Balance::Uri(whole))),
         b"/a/b.jpg?h=2&w=1"
     );
     // An absolute-form target is rewritten as well.
     let abs = normalized_key(
         "http://h.test/p?b&a",
         &[],
-        &Key::Haproxy(ketama::haproxy::Balance::Uri(whole)),
+        &KeyForm::Haproxy(ketama::haproxy::Balance::Uri(whole)),
         &n,
     );
     assert_eq!(abs, b"http://h.test/p?a&b");
@@ -138,7 +135,7 @@ fn an_absolute_target_routes_by_what_nginx_reads_of_it() {
     let f = [("Host", "other.test")];
     assert_eq!(key_of(t, &f, &path_query()), b"?q#f");
     // HAProxy's `balance uri` hashes the target as sent, up to its `?`.
-    let uri = |u| Key::Haproxy(ketama::haproxy::Balance::Uri(u));
+    let uri = |u| KeyForm::Haproxy(ketama::haproxy::Balance::Uri(u));
     assert_eq!(
         key_of(t, &f, &uri(ketama::haproxy::UriKey::default())),
         b"http://example.test"
@@ -149,7 +146,7 @@ fn an_absolute_target_routes_by_what_nginx_reads_of_it() {
     };
     assert_eq!(key_of(t, &f, &uri(whole)), b"http://example.test?q#f");
     // The target's authority stands for Host.
-    let h = Key::Haproxy(ketama::haproxy::Balance::parse("hdr(host)").unwrap());
+    let h = KeyForm::Haproxy(ketama::haproxy::Balance::parse("hdr(host)").unwrap());
     assert_eq!(key_of(t, &f, &h), b"example.test");
     assert_eq!(key_of(t, &f, &host_path()), b"example.test?q#f");
     // Forwarded in origin-form, with the authority as Host.
