@@ -147,6 +147,11 @@ impl RequestKey {
         self.fields.iter().any(|f| f.matches(name))
     }
 
+    /// Whether the key reads any header field.
+    pub fn reads_any_field(&self) -> bool {
+        !self.fields.is_empty()
+    }
+
     /// Whether the key reads the request's scheme.
     pub fn reads_scheme(&self) -> bool {
         self.scheme

@@ -52,6 +52,7 @@ use crate::version::Version;
 use crate::{Node, Requirement, RequirementCache, Ring};
 
 mod hashed;
+mod keyed;
 
 pub use hashed::PeerHash;
 

@@ -13,7 +13,12 @@
 //! when no attempt sent one), `spilled` (full backends passed over),
 //! `grpc_status` (a gRPC call's `grpc-status`, the backend's or the
 //! router's own; `null` for other requests), `labels` (the label
-//! requirement applied; `[]` when none).
+//! requirement applied; `[]` when none); and when the configured `[key]`
+//! reads more than the target and the client's address, what else it
+//! reads, so that `ketama route --requests access-log` takes the same key
+//! from the line: `fields` (`[[name, value], ...]`: every header field the
+//! key reads, as sent and in order; an HTTP/2 request's `:authority`
+//! stands as `host` when it sent none) and `scheme` (`http`, `https`).
 //!
 //! `combined` is nginx's `$remote_addr - - [$time_local] "$request"
 //! $status $body_bytes_sent "$http_referer" "$http_user_agent"` with
@@ -61,10 +66,28 @@ pub struct Entry<'a> {
     pub spilled: u32,
     /// The label requirement applied.
     pub labels: &'a [String],
+    /// The header fields the key reads, each passed to the visitor
+    /// (JSON only; `None`: the key reads none).
+    pub fields: Option<KeyFields<'a>>,
+    /// The scheme, when the key reads it (JSON only).
+    pub scheme: Option<&'static str>,
     /// `Referer` (combined only).
     pub referer: &'a [u8],
     /// `User-Agent` (combined only).
     pub user_agent: &'a [u8],
+}
+
+/// Takes one header field (name, value).
+pub type FieldVisitor<'v> = dyn FnMut(&[u8], &[u8]) + 'v;
+
+/// The header fields a key reads, each passed to the visitor given.
+#[derive(Clone, Copy)]
+pub struct KeyFields<'a>(pub &'a dyn Fn(&mut FieldVisitor<'_>));
+
+impl std::fmt::Debug for KeyFields<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("KeyFields")
+    }
 }
 
 /// Writes `e` as one line (with its `\n`) into `out`, cleared first.
@@ -131,7 +154,27 @@ fn json(out: &mut String, e: &Entry<'_>) {
         }
         json_str(out, l.as_bytes());
     }
-    out.push_str("]}");
+    out.push(']');
+    if let Some(KeyFields(visit)) = e.fields {
+        out.push_str(",\"fields\":[");
+        let mut first = true;
+        visit(&mut |name, value| {
+            if !first {
+                out.push(',');
+            }
+            first = false;
+            out.push('[');
+            json_str(out, name);
+            out.push(',');
+            json_str(out, value);
+            out.push(']');
+        });
+        out.push(']');
+    }
+    if let Some(scheme) = e.scheme {
+        let _ = write!(out, ",\"scheme\":\"{scheme}\"");
+    }
+    out.push('}');
 }
 
 /// A JSON string: UTF-8 kept, invalid bytes as U+FFFD, controls escaped.
@@ -216,9 +259,34 @@ mod tests {
             spilled: 0,
             grpc_status: Some(14),
             labels,
+            fields: None,
+            scheme: None,
             referer: b"",
             user_agent: b"curl/7.88 \"x\"",
         }
+    }
+
+    #[test]
+    fn the_fields_a_key_reads_follow_in_order() {
+        let visit = |f: &mut FieldVisitor<'_>| {
+            f(b"Host", b"A.test");
+            f(b"Cookie", b"sid=\"1\"");
+            f(b"cookie", b"b=2");
+        };
+        let mut e = entry(&[], b"/");
+        e.fields = Some(KeyFields(&visit));
+        e.scheme = Some("https");
+        let mut s = String::new();
+        format(&mut s, LogFormat::Json, &e);
+        let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+        assert_eq!(
+            v["fields"],
+            serde_json::json!([["Host", "A.test"], ["Cookie", "sid=\"1\""], ["cookie", "b=2"]])
+        );
+        assert_eq!(v["scheme"], "https");
+        // Without them, neither is written.
+        format(&mut s, LogFormat::Json, &entry(&[], b"/"));
+        assert!(!s.contains("fields") && !s.contains("scheme"), "{s}");
     }
 
     #[test]

@@ -232,6 +232,14 @@ impl Record {
     ) {
         self.attempt_ended(state);
         self.slot = None;
+        let key = &state.plan.key;
+        let fields = |f: &mut crate::access_log::line::FieldVisitor<'_>| {
+            for (n, v) in ketama::request::Request::headers(req) {
+                if key.reads_field(n) {
+                    f(n, v);
+                }
+            }
+        };
         let ended = Ended {
             state,
             route: self.route.as_ref(),
@@ -253,6 +261,13 @@ impl Record {
             method: std::str::from_utf8(req.method()).unwrap_or("-"),
             uri: ketama::request::Request::request_uri(req),
             protocol: req.protocol(),
+            fields: key
+                .reads_any_field()
+                .then_some(crate::access_log::line::KeyFields(&fields)),
+            scheme: key.reads_scheme().then_some(match req.tls() {
+                true => "https",
+                false => "http",
+            }),
             referer: req.field(b"referer").unwrap_or(b""),
             user_agent: req.field(b"user-agent").unwrap_or(b""),
         };

@@ -63,6 +63,10 @@ pub struct Ended<'a> {
     pub uri: &'a [u8],
     /// `HTTP/1.1`, `HTTP/2.0`, ...
     pub protocol: &'static str,
+    /// The header fields the key reads, to the access log.
+    pub fields: Option<crate::access_log::line::KeyFields<'a>>,
+    /// The scheme, when the key reads it.
+    pub scheme: Option<&'static str>,
     /// `Referer`.
     pub referer: &'a [u8],
     /// `User-Agent`.
@@ -148,6 +152,8 @@ pub fn record(e: &Ended<'_>, access_log: &AccessLog, metrics: &Metrics) {
         upstream: e.upstream_time,
         spilled: e.spills,
         labels: e.rule.map_or(&[][..], |i| &state.plan.rules[i].labels[..]),
+        fields: e.fields,
+        scheme: e.scheme,
         referer: e.referer,
         user_agent: e.user_agent,
     };

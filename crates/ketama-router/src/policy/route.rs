@@ -10,7 +10,6 @@ use http::HeaderName;
 use ketama::key::{KeyBufs, RequestKey};
 use ketama::load::LoadGuard;
 use ketama::request::Taken;
-use ketama::route::PeerHash;
 use ketama::{Route, Version};
 
 use crate::state::{RoutingState, RuleMatch};
@@ -45,19 +44,6 @@ pub fn with_routing_key<R>(
     f: impl FnOnce(Taken<'_>) -> R,
 ) -> R {
     KEY_BUFS.with(|bufs| key.take(req, &mut bufs.borrow_mut(), set_cookie, f))
-}
-
-/// An address's bytes (and how many): what chooses a `balance source`
-/// request's side of a migration.
-fn octets(a: std::net::IpAddr) -> ([u8; 16], usize) {
-    let mut b = [0; 16];
-    match a {
-        std::net::IpAddr::V4(a) => {
-            b[..4].copy_from_slice(&a.octets());
-            (b, 4)
-        }
-        std::net::IpAddr::V6(a) => (a.octets(), 16),
-    }
 }
 
 /// Calls `f` with the key standing for a request whose key is empty: its
@@ -106,21 +92,15 @@ pub fn decide(req: &impl RequestView, state: &RoutingState) -> Result<Decision, 
     let rule = matching_rule(req, state);
     let need = rule.map(|i| plan.rules[i].need);
     let scope = plan.scope.as_deref();
-    let route = |key: &[u8]| plan.table.route(key, need, scope);
+    let table = &plan.table;
     let mut set_cookie = None;
-    let route = with_routing_key(req, &plan.key, &mut set_cookie, |key| match key {
-        Taken::Bytes(k) => route(k),
-        Taken::Address(a) => {
-            let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
-            let (b, n) = octets(a);
-            plan.table.route_hashed(h, &b[..n], need, scope)
-        }
-        Taken::Envoy(h) => {
-            plan.table
-                .route_hashed(PeerHash::Envoy(h), &h.to_le_bytes(), need, scope)
-        }
-        Taken::Nothing => round_robin(route),
+    let taken = with_routing_key(req, &plan.key, &mut set_cookie, |key| {
+        table.route_taken(key, need, scope)
     })?;
+    let route = match taken {
+        Some(route) => route,
+        None => round_robin(|k| table.route(k, need, scope))?,
+    };
     Ok(Decision {
         route,
         rule,
@@ -148,14 +128,8 @@ pub fn previous_owner(
     // A request routed round robin (an empty key) has no owner.
     // A generated cookie was generated for the decision already.
     let mut generated = None;
-    let Some(mut old) = with_routing_key(req, &state.plan.key, &mut generated, |key| match key {
-        Taken::Bytes(k) => table.counterpart(k, route),
-        Taken::Address(a) => {
-            let h = PeerHash::HaproxySource(ketama::haproxy::source_hash(a));
-            table.counterpart_hashed(h, route)
-        }
-        Taken::Envoy(h) => table.counterpart_hashed(PeerHash::Envoy(h), route),
-        Taken::Nothing => Ok(None),
+    let Some(mut old) = with_routing_key(req, &state.plan.key, &mut generated, |key| {
+        table.counterpart_taken(key, route)
     })?
     else {
         return Ok(None);
