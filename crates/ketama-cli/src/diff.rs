@@ -3,6 +3,7 @@
 //! keys (with its confidence interval) when their hash spaces are unrelated.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -11,6 +12,7 @@ use serde_json::json;
 
 use crate::args::TwoRings;
 use crate::bench::key as bench_key;
+use crate::key_args::KeyArgs;
 
 /// Keys sampled by default where the moved share must be estimated.
 pub const SAMPLES: u64 = 1_000_000;
@@ -31,10 +33,24 @@ pub struct DiffArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
+    /// The key of the current side (as `ketama route`'s key options); with
+    /// a key, the lines of --keys are requests, each routed by what each
+    /// side's key takes of it.
+    #[command(flatten)]
+    key: KeyArgs,
+    /// The new side's `[key]` (a router's config file, or one holding only
+    /// `[key]`), when the change is of the key too: the current side then
+    /// keeps the key of --key-config and the key options (by default the
+    /// router's, `$request_uri`).
+    #[arg(long, value_name = "FILE")]
+    to_key_config: Option<PathBuf>,
 }
 
 pub fn run(args: DiffArgs) -> anyhow::Result<()> {
     let (from, to) = args.rings.load()?;
+    if args.key.given() || args.to_key_config.is_some() {
+        return keyed(&args, from, to);
+    }
     let d = match analysis::diff(&from, &to) {
         Ok(d) => d,
         // Different key hashes: only an estimate means anything.
@@ -115,6 +131,74 @@ fn sampled(args: &DiffArgs, from: &ketama::Ring, to: &ketama::Ring) -> anyhow::R
     println!(
         "moved: {:.6} (95% confidence interval {:.6} to {:.6}), estimated from {} sampled keys ({source}, {} moved): {why}",
         d.moved, d.ci95.0, d.ci95.1, d.samples, d.moved_samples
+    );
+    Ok(())
+}
+
+/// A change of key (and ring) priced over the requests of --keys.
+fn keyed(args: &DiffArgs, from: ketama::Ring, to: ketama::Ring) -> anyhow::Result<()> {
+    let Some(path) = &args.keys else {
+        bail!("a key is priced over requests: give --keys FILE with one request a line (a target such as /a?b=1, or with --requests access-log the router's JSON access log)");
+    };
+    let (from, to) = (Arc::new(from), Arc::new(to));
+    let from_key = match args.key.key(&[(from.compat(), "--from-compat")])? {
+        Some(k) => k,
+        None => ketama_config::request_key(&Default::default(), "the router's default key", &[])?,
+    };
+    let to_key = match &args.to_key_config {
+        None => from_key.clone(),
+        Some(p) => {
+            let name = p.display().to_string();
+            let text = std::fs::read_to_string(p)
+                .with_context(|| format!("--to-key-config {name}: cannot read"))?;
+            let section = ketama_config::key_section(&text, &name)?;
+            ketama_config::request_key(&section, &name, &[(to.compat(), "--to-compat")])?
+        }
+    };
+    let text =
+        std::fs::read(path).with_context(|| format!("cannot read keys file {}", path.display()))?;
+    let mut requests = Vec::new();
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if !line.is_empty() {
+            let req = crate::requests::parse(line, args.key.requests, i + 1)
+                .with_context(|| format!("keys file {}", path.display()))?;
+            requests.push(req);
+        }
+    }
+    if requests.is_empty() {
+        bail!(
+            "keys file {} holds no request: write one a line",
+            path.display()
+        );
+    }
+    let r = analysis::diff_requests((&from, &from_key), (&to, &to_key), requests)?;
+    let d = &r.diff;
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "moved": d.moved,
+                "estimated": true,
+                "samples": d.samples,
+                "moved_samples": d.moved_samples,
+                "unkeyed": r.unkeyed,
+                "ci95": [d.ci95.0, d.ci95.1],
+                "servers": servers_json(&d.servers),
+            })
+        );
+        return Ok(());
+    }
+    print_servers(&d.servers);
+    println!(
+        "moved: {:.6} (95% confidence interval {:.6} to {:.6}) of {} requests of {} ({} moved), each routed by each side's key; {} requests no key placed (sent round robin) left out",
+        d.moved,
+        d.ci95.0,
+        d.ci95.1,
+        d.samples,
+        path.display(),
+        d.moved_samples,
+        r.unkeyed
     );
     Ok(())
 }

@@ -16,12 +16,14 @@ mod fleet_plan;
 mod fleet_plan_status;
 mod generate;
 mod import;
+mod key_args;
 mod migrate_plan;
 mod migrate_sim;
 mod plot;
 mod plot_plan;
 mod plot_sim;
 mod recommend;
+mod requests;
 mod route;
 mod simulate;
 mod sweep;
@@ -41,7 +43,10 @@ pub(crate) struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Route keys read from stdin (one per line) to servers.
+    /// Route keys read from stdin (one per line) to servers; with a key
+    /// (--key-config, --key-template, ...), requests, each routed by what
+    /// the key takes of it as the router takes it (`*`: the key took
+    /// nothing, and the router sends it round robin).
     Route(route::RouteArgs),
     /// Build and query the same ring with each ketama layout and with
     /// pingora-ketama v1 and v2; print a markdown table of medians.
@@ -54,7 +59,9 @@ enum Command {
     Sweep(sweep::SweepArgs),
     /// The smallest point multiple that meets a balance target.
     Recommend(recommend::RecommendArgs),
-    /// The exact share of keys whose server changes between two rings.
+    /// The exact share of keys whose server changes between two rings; with
+    /// a key (and --to-key-config), the share of the requests of --keys
+    /// whose server changes when the ring and the key change.
     Diff(diff::DiffArgs),
     /// For each rollout step (basis points), the expected share of keys
     /// whose server changes against the old ring.

@@ -12,6 +12,7 @@ use ketama::{
 };
 
 use crate::args::{load_ring, RingArgs, ServersPath};
+use crate::key_args::{KeyArgs, RequestFormat};
 
 /// Options of `ketama route`.
 #[derive(Args, Debug)]
@@ -56,6 +57,8 @@ pub struct RouteArgs {
     /// The scope (data center) this routing runs in.
     #[arg(long, requires = "to")]
     scope: Option<String>,
+    #[command(flatten)]
+    key: KeyArgs,
 }
 
 /// Bytes read from stdin at a time; answers for every complete line of a
@@ -79,6 +82,9 @@ struct Router {
     from_input: bool,
     replicas: usize,
     scope: Option<String>,
+    /// With a key (`--key-config` and the key options), lines are
+    /// requests, each routed by what the key takes of it.
+    key: Option<(ketama::key::RequestKey, RequestFormat, ketama::key::KeyBufs)>,
 }
 
 fn parse_labels(s: &str) -> Vec<&str> {
@@ -128,7 +134,16 @@ impl Router {
                 e => anyhow::anyhow!("--require {r:?}: {e}"),
             })?),
         };
+        let mut rings = vec![(args.ring.compat, "--compat")];
+        if args.to.is_some() {
+            rings.push((args.to_compat, "--to-compat"));
+        }
+        let key = args
+            .key
+            .key(&rings)?
+            .map(|k| (k, args.key.requests, ketama::key::KeyBufs::default()));
         Ok(Router {
+            key,
             table,
             fixed,
             from_input: args.require_from_input,
@@ -140,7 +155,7 @@ impl Router {
     /// Whether keys can be answered as a batch: one answer per key, the
     /// same requirement for all.
     fn batched(&self) -> bool {
-        !self.from_input && self.replicas == 1
+        !self.from_input && self.replicas == 1 && self.key.is_none()
     }
 
     fn write_answer(
@@ -187,7 +202,27 @@ impl Router {
         } else {
             (line, self.fixed)
         };
-        let mut route = self.table.route(key, need, self.scope.as_deref())?;
+        let scope = self.scope.as_deref();
+        let mut route = match &mut self.key {
+            None => self.table.route(key, need, scope)?,
+            Some((k, format, bufs)) => {
+                let req =
+                    crate::requests::parse(key, *format, line_no as usize).context("stdin")?;
+                let mut cookie = None;
+                match self
+                    .table
+                    .route_request(k, &req, bufs, &mut cookie, need, scope)?
+                {
+                    Some(route) => route,
+                    // The key took nothing: the router sends the request
+                    // round robin.
+                    None => {
+                        out.write_all(b"*\n")?;
+                        return Ok(());
+                    }
+                }
+            }
+        };
         let version = route.version();
         let table = &self.table;
         // The route is this table's own: `next` cannot refuse it.

@@ -51,8 +51,8 @@ pub use model::{AccessLogSection, Config, LogFormat, Routing};
 pub use plan::{Plan, PlannedBackend, PlannedRule};
 pub use rollout::{parse_rollout, rollout_json, RolloutError};
 pub use validate::{
-    check_shared, load, parse, parse_shared, request_key, Control, KeyForm, Matcher, Normalize,
-    Validated,
+    check_shared, key_section, load, parse, parse_shared, request_key, Control, KeyForm, Matcher,
+    Normalize, Validated,
 };
 
 /// A configuration error: the file, the key and what to do.

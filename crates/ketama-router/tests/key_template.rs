@@ -191,6 +191,73 @@ fn ask(addr: SocketAddr, bytes: &[u8]) -> (u16, bool, String) {
     (status, empty, port)
 }
 
+/// The same key taken again from the router's access log: every line the
+/// router forwarded (`Connection: close`, one a request) fed to `ketama
+/// route --key-config <the router's file> --requests access-log`, whose
+/// answer must be the line's backend (`*`, no key, for a request the
+/// router sent round robin). `want`: the requests the router forwarded.
+/// The number of lines compared, and each difference.
+fn replay(
+    want: usize,
+    dir: &std::path::Path,
+    config: &std::path::Path,
+    origins: &[SocketAddr],
+) -> (usize, Vec<String>) {
+    let log = dir.join("access.log");
+    // Every request the router forwarded is logged, within its flush
+    // interval: poll for that many lines of status 200.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let lines = loop {
+        let l = json_lines(&log);
+        let forwarded = l.iter().filter(|l| l["status"] == 200).count();
+        if forwarded >= want {
+            break l;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{forwarded} of {want} forwarded requests' access log lines written",
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let servers = dir.join("servers.txt");
+    let list: String = origins.iter().map(|o| format!("{o}\n")).collect();
+    std::fs::write(&servers, list).unwrap();
+    let out = std::process::Command::new(common::plan::ketama())
+        .args(["route", "--layout", "compact", "--requests", "access-log"])
+        .arg("--servers")
+        .arg(&servers)
+        .arg("--key-config")
+        .arg(config)
+        .stdin(std::fs::File::open(&log).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ketama route: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answers: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert_eq!(answers.len(), text.lines().count(), "one answer a line");
+    let mut diffs = Vec::new();
+    let mut compared = 0;
+    for (line, answer) in lines.iter().zip(&answers) {
+        let backend = line["backend"].as_str().unwrap_or("");
+        if line["status"] != 200 || backend.is_empty() || answer == "*" {
+            continue;
+        }
+        compared += 1;
+        if answer != backend {
+            diffs.push(format!("{line}: router {backend}, ketama route {answer}"));
+        }
+    }
+    (compared, diffs)
+}
+
 #[test]
 fn random_templates_route_as_nginxs_hash_template_consistent() {
     let seed: u64 = std::env::var("KETAMA_KEY_SEED")
@@ -217,21 +284,27 @@ fn random_templates_route_as_nginxs_hash_template_consistent() {
     let routers: Vec<_> = templates
         .iter()
         .map(|t| {
-            router_over(
-                &origins,
-                "",
-                &format!("enabled = false\n\n[key]\ntemplate = \"{t}\"\n"),
-            )
+            router_from(|proxy, admin, dir| {
+                let extra = format!(
+                    "enabled = false\n\n[key]\ntemplate = \"{t}\"\n\n[access_log]\npath = \"{}\"\n",
+                    dir.join("access.log").display()
+                );
+                config_with(&origins, proxy, admin, "", &extra)
+            })
         })
         .collect();
-    let (mut compared, mut refused, mut empty) = (0, 0, 0);
+    let (mut compared, mut refused, mut empty, mut replayed) = (0, 0, 0, 0);
     let mut failures = Vec::new();
     for (i, t) in templates.iter().enumerate() {
         let (mut rr_ports, mut rr) = (std::collections::BTreeSet::new(), 0);
+        let mut answered = 0;
         for _ in 0..150 {
             let req = request(&mut rng);
             let n = ask(listens[i], &req);
             let r = ask(routers[i].0.proxy, &req);
+            if r.0 == 200 {
+                answered += 1;
+            }
             if n.0 != 200 {
                 refused += 1;
                 continue;
@@ -258,9 +331,13 @@ fn random_templates_route_as_nginxs_hash_template_consistent() {
         if rr_ports.len() == 1 && rr >= 20 {
             failures.push(format!("{t}: all {rr} empty keys went to one origin"));
         }
+        let (_, dir, config) = &routers[i];
+        let (n, diffs) = replay(answered, dir.path(), config, &origins);
+        replayed += n;
+        failures.extend(diffs.into_iter().map(|d| format!("{t}: ketama route: {d}")));
     }
     eprintln!(
-        "templates {templates:?}: {compared} compared, {empty} empty keys, {refused} refused by nginx, {} differences",
+        "templates {templates:?}: {compared} compared, {empty} empty keys, {refused} refused by nginx, {replayed} access log lines routed again by ketama route, {} differences",
         failures.len()
     );
     drop(nginx);
@@ -268,5 +345,9 @@ fn random_templates_route_as_nginxs_hash_template_consistent() {
     assert!(
         compared > 600,
         "seed {seed}: only {compared} of 1,200 requests compared"
+    );
+    assert!(
+        replayed > 600,
+        "seed {seed}: only {replayed} access log lines routed again"
     );
 }

@@ -344,7 +344,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__diff)
-            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --samples --keys --json --help"
+            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --samples --keys --json --key-config --key-template --key-balance --sort-query --drop-query --keep-query --lowercase-host --requests --to-key-config --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -395,6 +395,34 @@ _ketama() {
                     return 0
                     ;;
                 --keys)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-balance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drop-query)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-query)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --requests)
+                    COMPREPLY=($(compgen -W "target access-log" -- "${cur}"))
+                    return 0
+                    ;;
+                --to-key-config)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1832,7 +1860,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__route)
-            opts="-h --servers --compat --key-hash --layout --point-multiple --replicas --require --require-from-input --to --to-compat --to-key-hash --to-layout --to-point-multiple --rollout --scope-rollout --scope --help"
+            opts="-h --servers --compat --key-hash --layout --point-multiple --replicas --require --require-from-input --to --to-compat --to-key-hash --to-layout --to-point-multiple --rollout --scope-rollout --scope --key-config --key-template --key-balance --sort-query --drop-query --keep-query --lowercase-host --requests --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1896,6 +1924,30 @@ _ketama() {
                     ;;
                 --scope)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-balance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drop-query)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-query)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --requests)
+                    COMPREPLY=($(compgen -W "target access-log" -- "${cur}"))
                     return 0
                     ;;
                 *)

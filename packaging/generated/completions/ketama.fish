@@ -26,12 +26,12 @@ end
 
 complete -c ketama -n "__fish_ketama_needs_command" -s h -l help -d 'Print help'
 complete -c ketama -n "__fish_ketama_needs_command" -s V -l version -d 'Print version'
-complete -c ketama -n "__fish_ketama_needs_command" -f -a "route" -d 'Route keys read from stdin (one per line) to servers'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "route" -d 'Route keys read from stdin (one per line) to servers; with a key (--key-config, --key-template, ...), requests, each routed by what the key takes of it as the router takes it (`*`: the key took nothing, and the router sends it round robin)'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "bench" -d 'Build and query the same ring with each ketama layout and with pingora-ketama v1 and v2; print a markdown table of medians'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "analyze" -d 'Per-server and overall balance of a ring: exact shares, collisions, predicted and measured CV, memory per layout'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "sweep" -d 'Predicted and measured CV over a range of points per server (CSV, optional SVG chart)'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "recommend" -d 'The smallest point multiple that meets a balance target'
-complete -c ketama -n "__fish_ketama_needs_command" -f -a "diff" -d 'The exact share of keys whose server changes between two rings'
+complete -c ketama -n "__fish_ketama_needs_command" -f -a "diff" -d 'The exact share of keys whose server changes between two rings; with a key (and --to-key-config), the share of the requests of --keys whose server changes when the ring and the key change'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "migrate-plan" -d 'For each rollout step (basis points), the expected share of keys whose server changes against the old ring'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "simulate" -d 'Replay a workload with bounded loads at several balance factors: max load / average, own-node share, spills, moved keys'
 complete -c ketama -n "__fish_ketama_needs_command" -f -a "fleet" -d 'Steer a fleet of ketama-routers through etcd: push the routing config, set the rollout, see what every router applied'
@@ -53,8 +53,17 @@ complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-point-multipl
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l rollout -d 'Share of keys routed by the new ring, in basis points (0 to 10000)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l scope-rollout -d 'A scope\'s own rollout, NAME=BP; repeatable' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l scope -d 'The scope (data center) this routing runs in' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-config -d 'Take each request\'s key as a router with this file\'s `[key]` does (a router\'s config file, or one holding only `[key]`); the input lines are then requests (see --requests)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-template -d '`[key] template`: nginx\'s `hash <template>` (e.g. \'$host$request_uri\', \'$cookie_sid\')' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-balance -d '`[key] balance`: HAProxy\'s balance line (e.g. \'url_param id\', \'hdr(host) use_domain_only\')' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l drop-query -d '`[key.normalize] drop_query`: leave this parameter out (repeatable)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l keep-query -d '`[key.normalize] keep_query`: keep only this parameter (repeatable)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l requests -d 'How the input lines say a request, when a key is given: `target` (the request target as sent, origin-form `/a?b` or absolute-form `http://host/a?b`) or `access-log` (the router\'s JSON access log, whose lines carry the fields a configured key reads)' -r -f -a "target\t'A request target as sent'
+access-log\t'A line of the router\'s JSON access log'"
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l require-from-input -d 'Read `KEY<TAB>LABELS` lines (split at the last tab; no tab or empty LABELS means no requirement)'
-complete -c ketama -n "__fish_ketama_using_subcommand route" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l sort-query -d '`[key.normalize] sort_query`: sort the query\'s parameters'
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l lowercase-host -d '`[key.normalize] lowercase_host`'
+complete -c ketama -n "__fish_ketama_using_subcommand route" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l nodes -d 'Nodes on the ring (named 10.A.B.C:443)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l weight -d 'Weight of every node' -r
 complete -c ketama -n "__fish_ketama_using_subcommand bench" -l point-multiple -d 'Points per weight unit' -r
@@ -103,8 +112,18 @@ complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-layout -d 'Lay
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l samples -d 'Keys sampled when the two rings hash keys differently (CDN-like 30-byte paths; see --keys)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l keys -d 'Sample these keys (one per line) instead, when the rings hash keys differently: the estimate is then for your own keys' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l key-config -d 'Take each request\'s key as a router with this file\'s `[key]` does (a router\'s config file, or one holding only `[key]`); the input lines are then requests (see --requests)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l key-template -d '`[key] template`: nginx\'s `hash <template>` (e.g. \'$host$request_uri\', \'$cookie_sid\')' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l key-balance -d '`[key] balance`: HAProxy\'s balance line (e.g. \'url_param id\', \'hdr(host) use_domain_only\')' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l drop-query -d '`[key.normalize] drop_query`: leave this parameter out (repeatable)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l keep-query -d '`[key.normalize] keep_query`: keep only this parameter (repeatable)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l requests -d 'How the input lines say a request, when a key is given: `target` (the request target as sent, origin-form `/a?b` or absolute-form `http://host/a?b`) or `access-log` (the router\'s JSON access log, whose lines carry the fields a configured key reads)' -r -f -a "target\t'A request target as sent'
+access-log\t'A line of the router\'s JSON access log'"
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-key-config -d 'The new side\'s `[key]` (a router\'s config file, or one holding only `[key]`), when the change is of the key too: the current side then keeps the key of --key-config and the key options (by default the router\'s, `$request_uri`)' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l json -d 'Print one JSON object'
-complete -c ketama -n "__fish_ketama_using_subcommand diff" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l sort-query -d '`[key.normalize] sort_query`: sort the query\'s parameters'
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l lowercase-host -d '`[key.normalize] lowercase_host`'
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from -d 'Servers file of the current ring' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to -d 'Servers file of the new ring' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l from-compat -d 'Scheme of the current ring: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy, haproxy, envoy-ring-hash or maglev (as --compat)' -r
@@ -220,12 +239,12 @@ complete -c ketama -n "__fish_ketama_using_subcommand import; and __fish_seen_su
 complete -c ketama -n "__fish_ketama_using_subcommand import; and __fish_seen_subcommand_from help" -f -a "haproxy" -d 'A HAProxy backend\'s `server` lines (address, weight, id, disabled) as a servers file for `--compat haproxy`'
 complete -c ketama -n "__fish_ketama_using_subcommand import; and __fish_seen_subcommand_from help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c ketama -n "__fish_ketama_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "route" -d 'Route keys read from stdin (one per line) to servers'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "route" -d 'Route keys read from stdin (one per line) to servers; with a key (--key-config, --key-template, ...), requests, each routed by what the key takes of it as the router takes it (`*`: the key took nothing, and the router sends it round robin)'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "bench" -d 'Build and query the same ring with each ketama layout and with pingora-ketama v1 and v2; print a markdown table of medians'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "analyze" -d 'Per-server and overall balance of a ring: exact shares, collisions, predicted and measured CV, memory per layout'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "sweep" -d 'Predicted and measured CV over a range of points per server (CSV, optional SVG chart)'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "recommend" -d 'The smallest point multiple that meets a balance target'
-complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "diff" -d 'The exact share of keys whose server changes between two rings'
+complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "diff" -d 'The exact share of keys whose server changes between two rings; with a key (and --to-key-config), the share of the requests of --keys whose server changes when the ring and the key change'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "migrate-plan" -d 'For each rollout step (basis points), the expected share of keys whose server changes against the old ring'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "simulate" -d 'Replay a workload with bounded loads at several balance factors: max load / average, own-node share, spills, moved keys'
 complete -c ketama -n "__fish_ketama_using_subcommand help; and not __fish_seen_subcommand_from route bench analyze sweep recommend diff migrate-plan simulate fleet import generate help" -f -a "fleet" -d 'Steer a fleet of ketama-routers through etcd: push the routing config, set the rollout, see what every router applied'

@@ -212,6 +212,19 @@ pub fn parse(text: &str, file: &str) -> Result<Validated, ConfigError> {
     validate(config, file, !has_control)
 }
 
+/// The `[key]` table of config text (with `[key.normalize]` and
+/// `[[key.hash_policy]]`), every other table ignored: what the
+/// command-line tools read of a router's config file, or of a file holding
+/// only `[key]`. Validate it with [`request_key`].
+pub fn key_section(text: &str, file: &str) -> Result<crate::model::KeySection, ConfigError> {
+    #[derive(serde::Deserialize)]
+    struct KeyOnly {
+        #[serde(default)]
+        key: crate::model::KeySection,
+    }
+    from_toml::<KeyOnly>(text, file).map(|k| k.key)
+}
+
 /// Deserialises TOML, pointing errors at the right line and key.
 fn from_toml<T: serde::de::DeserializeOwned>(text: &str, file: &str) -> Result<T, ConfigError> {
     toml::from_str(text).map_err(|e| {

@@ -18,7 +18,9 @@
 //! reads, so that `ketama route --requests access-log` takes the same key
 //! from the line: `fields` (`[[name, value], ...]`: every header field the
 //! key reads, as sent and in order; an HTTP/2 request's `:authority`
-//! stands as `host` when it sent none) and `scheme` (`http`, `https`).
+//! stands as `host` when it sent none), `scheme` (`http`, `https`) and,
+//! for an absolute-form target, `target` (the whole target as sent, whose
+//! authority stands for `Host`).
 //!
 //! `combined` is nginx's `$remote_addr - - [$time_local] "$request"
 //! $status $body_bytes_sent "$http_referer" "$http_user_agent"` with
@@ -71,6 +73,9 @@ pub struct Entry<'a> {
     pub fields: Option<KeyFields<'a>>,
     /// The scheme, when the key reads it (JSON only).
     pub scheme: Option<&'static str>,
+    /// An absolute-form target as sent, when the key reads fields or the
+    /// scheme (JSON only).
+    pub target: Option<&'a [u8]>,
     /// `Referer` (combined only).
     pub referer: &'a [u8],
     /// `User-Agent` (combined only).
@@ -174,6 +179,10 @@ fn json(out: &mut String, e: &Entry<'_>) {
     if let Some(scheme) = e.scheme {
         let _ = write!(out, ",\"scheme\":\"{scheme}\"");
     }
+    if let Some(t) = e.target {
+        out.push_str(",\"target\":");
+        json_str(out, t);
+    }
     out.push('}');
 }
 
@@ -261,6 +270,7 @@ mod tests {
             labels,
             fields: None,
             scheme: None,
+            target: None,
             referer: b"",
             user_agent: b"curl/7.88 \"x\"",
         }
@@ -281,7 +291,11 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&s).unwrap();
         assert_eq!(
             v["fields"],
-            serde_json::json!([["Host", "A.test"], ["Cookie", "sid=\"1\""], ["cookie", "b=2"]])
+            serde_json::json!([
+                ["Host", "A.test"],
+                ["Cookie", "sid=\"1\""],
+                ["cookie", "b=2"]
+            ])
         );
         assert_eq!(v["scheme"], "https");
         // Without them, neither is written.

@@ -268,6 +268,9 @@ impl Record {
                 true => "https",
                 false => "http",
             }),
+            target: (key.reads_any_field() || key.reads_scheme())
+                .then(|| ketama::request::Request::absolute_target(req))
+                .flatten(),
             referer: req.field(b"referer").unwrap_or(b""),
             user_agent: req.field(b"user-agent").unwrap_or(b""),
         };

@@ -67,6 +67,8 @@ pub struct Ended<'a> {
     pub fields: Option<crate::access_log::line::KeyFields<'a>>,
     /// The scheme, when the key reads it.
     pub scheme: Option<&'static str>,
+    /// An absolute-form target, when the key reads fields or the scheme.
+    pub target: Option<&'a [u8]>,
     /// `Referer`.
     pub referer: &'a [u8],
     /// `User-Agent`.
@@ -154,6 +156,7 @@ pub fn record(e: &Ended<'_>, access_log: &AccessLog, metrics: &Metrics) {
         labels: e.rule.map_or(&[][..], |i| &state.plan.rules[i].labels[..]),
         fields: e.fields,
         scheme: e.scheme,
+        target: e.target,
         referer: e.referer,
         user_agent: e.user_agent,
     };

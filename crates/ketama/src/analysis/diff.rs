@@ -32,7 +32,7 @@ pub struct Diff {
 
 /// Both rings' servers, matched by their strings: `from`'s nodes, then
 /// `to`'s that `from` lacks; and each of `to`'s nodes' place in that list.
-fn server_union<'a>(from: &'a Ring, to: &'a Ring) -> (Vec<&'a str>, Vec<usize>) {
+pub(super) fn server_union<'a>(from: &'a Ring, to: &'a Ring) -> (Vec<&'a str>, Vec<usize>) {
     let mut names: Vec<&str> = from.nodes().iter().map(|n| n.server()).collect();
     let mut index: HashMap<&str, usize> = names.iter().enumerate().map(|(i, &s)| (s, i)).collect();
     let to_ids = to
@@ -125,7 +125,7 @@ pub fn diff(from: &Ring, to: &Ring) -> Result<Diff> {
     })
 }
 
-fn per_server(
+pub(super) fn per_server(
     names: &[&str],
     gained: &[u64],
     lost: &[u64],
@@ -180,14 +180,26 @@ pub fn diff_sampled<K: AsRef<[u8]>>(
     to: &Ring,
     keys: impl IntoIterator<Item = K>,
 ) -> SampledDiff {
+    let owners = keys.into_iter().map(|k| {
+        let k = k.as_ref();
+        (from.node_index(k), to.node_index(k))
+    });
+    tally(from, to, owners)
+}
+
+/// The moved share of samples, from each sample's node index on `from`
+/// and on `to` (`None`: no server).
+pub(super) fn tally(
+    from: &Ring,
+    to: &Ring,
+    owners: impl IntoIterator<Item = (Option<usize>, Option<usize>)>,
+) -> SampledDiff {
     let (names, to_ids) = server_union(from, to);
     let mut gained = vec![0u64; names.len()];
     let mut lost = vec![0u64; names.len()];
     let (mut n, mut moved) = (0u64, 0u64);
-    for k in keys {
-        let k = k.as_ref();
-        let a = from.node_index(k);
-        let b = to.node_index(k).map(|j| to_ids[j]);
+    for (a, b) in owners {
+        let b = b.map(|j| to_ids[j]);
         n += 1;
         if a != b {
             moved += 1;
