@@ -124,6 +124,7 @@ pub const KEYS: &[KeyDoc] = &[
     k("migration", "global_bp", "0", "share of keys routed by the new ring, in basis points (0 to 10000)"),
     k("migration", "scopes", "{}", "per-scope overrides: { NAME = BP }"),
     k("migration", "scope", "-", "this router's scope (with [control]: control.scope instead)"),
+    k("migration.key", "(as [key])", "-", "the new side's key when the migration changes the key: template, balance, source, header, [migration.key.normalize], [[migration.key.hash_policy]] as under [key]; the old side keeps [key], the side is chosen by the new key (see keys.md); absent: both sides take [key]"),
     k("migration", "previous_owner_header", "-", "a request header (e.g. x-ketama-previous-owner) carrying the old ring's choice, as configured, on requests the new ring sends to another backend, so a cache can fill from its peer; one from the client is always removed (absent: off)"),
     k("health", "enabled", "true", "active health checks"),
     k("health", "path", "\"/health\"", "the path checked with GET; 2xx or 3xx passes"),

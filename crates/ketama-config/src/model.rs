@@ -453,6 +453,9 @@ pub struct MigrationSection {
     /// old ring's first eligible backend, as configured), on requests the
     /// new ring routes elsewhere; off when absent.
     pub previous_owner_header: Option<String>,
+    /// `[migration.key]`: the new side's key, when the migration changes
+    /// the key (the old side keeps `[key]`).
+    pub key: Option<KeySection>,
 }
 
 /// `[health]`.

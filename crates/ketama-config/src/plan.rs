@@ -62,8 +62,12 @@ pub struct Plan {
     pub backends: Vec<PlannedBackend>,
     /// Label rules, first match wins.
     pub rules: Vec<PlannedRule>,
-    /// The routing key: its form over the request as normalized.
+    /// The routing key: its form over the request as normalized (during
+    /// a key migration, the old side's).
     pub key: ketama::key::RequestKey,
+    /// The new side's key during a key migration (`[migration.key]`):
+    /// requests go through [`RouteTable::route_rekeyed`].
+    pub new_key: Option<ketama::key::RequestKey>,
     /// This router's scope (data center), which picks its rollout.
     pub scope: Option<String>,
     /// Milliseconds the rings and requirements took to build.
@@ -158,6 +162,7 @@ impl Plan {
             backends,
             rules,
             key: v.key.clone(),
+            new_key: v.new_key.clone(),
             scope: v.scope().map(str::to_string),
             build_ms: started.elapsed().as_secs_f64() * 1e3,
         })

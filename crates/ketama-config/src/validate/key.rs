@@ -10,11 +10,8 @@ use crate::model::{Config, NormalizeSection};
 use crate::model_key::{HashPolicySection, KeySection};
 use crate::ConfigError;
 
-/// `[ring]`, `[migration]` and `[key]`.
-pub(super) fn rings_and_key(
-    config: &Config,
-    file: &str,
-) -> Result<(RingSettings, Option<RingSettings>, RequestKey), ConfigError> {
+/// `[ring]`, `[migration]` (with `[migration.key]`) and `[key]`.
+pub(super) fn rings_and_key(config: &Config, file: &str) -> Result<Keys, ConfigError> {
     let ring = ring_of(&config.ring, file, "ring")?;
     let new_ring = match &config.migration {
         None => None,
@@ -38,12 +35,35 @@ pub(super) fn rings_and_key(
             Some(ring_of(&m.ring, file, "migration.ring")?)
         }
     };
+    let new_key = config.migration.as_ref().and_then(|m| m.key.as_ref());
     let mut rings = vec![(ring.compat, "ring.compat")];
-    if let Some(r) = &new_ring {
+    if let (Some(r), None) = (&new_ring, new_key) {
         rings.push((r.compat, "migration.ring"));
     }
     let key = request_key(&config.key, file, &rings)?;
-    Ok((ring, new_ring, key))
+    let new_key = match (new_key, &new_ring) {
+        (Some(k), Some(r)) => Some(
+            request_key(k, file, &[(r.compat, "migration.ring")]).map_err(|mut e| {
+                e.key = format!("migration.{}", e.key);
+                e
+            })?,
+        ),
+        _ => None,
+    };
+    Ok(Keys {
+        ring,
+        new_ring,
+        key,
+        new_key,
+    })
+}
+
+/// `[ring]`, `[migration]` and `[key]` validated.
+pub(super) struct Keys {
+    pub(super) ring: RingSettings,
+    pub(super) new_ring: Option<RingSettings>,
+    pub(super) key: RequestKey,
+    pub(super) new_key: Option<RequestKey>,
 }
 
 /// `[key]` and `[key.normalize]` validated for rings of these schemes

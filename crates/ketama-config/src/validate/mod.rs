@@ -61,6 +61,9 @@ pub struct Validated {
     pub new_ring: Option<RingSettings>,
     /// `[key]` parsed.
     pub key: ketama::key::RequestKey,
+    /// `[migration.key]` parsed: the new side's key, when the migration
+    /// changes it.
+    pub new_key: Option<ketama::key::RequestKey>,
     /// Each backend's address, parsed (in `backends` order).
     pub addrs: Vec<SocketAddr>,
     /// `[[label_rules]]` parsed, in order.
@@ -302,7 +305,12 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
     tls::upstream(&config, file, &mut warnings)?;
     sections::access_log(&config, file)?;
     sections::cache_status(&config, file)?;
-    let (ring, new_ring, key) = key::rings_and_key(&config, file)?;
+    let key::Keys {
+        ring,
+        new_ring,
+        key,
+        new_key,
+    } = key::rings_and_key(&config, file)?;
     let discovery = discovery_sources(&config, file)?;
     let balance = match &config.balance {
         None => None,
@@ -335,6 +343,7 @@ fn validate(config: Config, file: &str, need_backends: bool) -> Result<Validated
         ring,
         new_ring,
         key,
+        new_key,
         addrs,
         rules,
         warnings,

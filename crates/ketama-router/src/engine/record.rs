@@ -232,10 +232,15 @@ impl Record {
     ) {
         self.attempt_ended(state);
         self.slot = None;
-        let key = &state.plan.key;
+        // Both sides' keys during a key migration.
+        let keys = std::iter::once(&state.plan.key).chain(state.plan.new_key.as_ref());
+        let (any_field, scheme) = keys.fold((false, false), |(f, s), k| {
+            (f || k.reads_any_field(), s || k.reads_scheme())
+        });
         let fields = |f: &mut crate::access_log::line::FieldVisitor<'_>| {
             for (n, v) in ketama::request::Request::headers(req) {
-                if key.reads_field(n) {
+                let mut keys = std::iter::once(&state.plan.key).chain(state.plan.new_key.as_ref());
+                if keys.any(|k| k.reads_field(n)) {
                     f(n, v);
                 }
             }
@@ -261,14 +266,12 @@ impl Record {
             method: std::str::from_utf8(req.method()).unwrap_or("-"),
             uri: ketama::request::Request::request_uri(req),
             protocol: req.protocol(),
-            fields: key
-                .reads_any_field()
-                .then_some(crate::access_log::line::KeyFields(&fields)),
-            scheme: key.reads_scheme().then_some(match req.tls() {
+            fields: any_field.then_some(crate::access_log::line::KeyFields(&fields)),
+            scheme: scheme.then_some(match req.tls() {
                 true => "https",
                 false => "http",
             }),
-            target: (key.reads_any_field() || key.reads_scheme())
+            target: (any_field || scheme)
                 .then(|| ketama::request::Request::absolute_target(req))
                 .flatten(),
             referer: req.field(b"referer").unwrap_or(b""),

@@ -19,6 +19,9 @@ thread_local! {
     /// of buffers per thread, reused, so that taking a key allocates
     /// nothing once they have grown.
     static KEY_BUFS: RefCell<KeyBufs> = RefCell::new(KeyBufs::default());
+    /// The new side's key's, during a key migration (both keys are held
+    /// at once).
+    static NEW_KEY_BUFS: RefCell<KeyBufs> = RefCell::new(KeyBufs::default());
     /// The turn of the next request whose key is empty.
     static TURN: Cell<u64> = const { Cell::new(0) };
 }
@@ -44,6 +47,26 @@ pub fn with_routing_key<R>(
     f: impl FnOnce(Taken<'_>) -> R,
 ) -> R {
     KEY_BUFS.with(|bufs| key.take(req, &mut bufs.borrow_mut(), set_cookie, f))
+}
+
+/// Calls `f` with what each side's key takes of `req` during a key
+/// migration (`old`: `[key]`, `new`: `[migration.key]`); cookies their
+/// Envoy policies generated go to `cookies` (old, new).
+fn with_both_keys<R>(
+    req: &impl RequestView,
+    old: &RequestKey,
+    new: &RequestKey,
+    cookies: &mut (Option<String>, Option<String>),
+    f: impl FnOnce(Taken<'_>, Taken<'_>) -> R,
+) -> R {
+    KEY_BUFS.with(|a| {
+        NEW_KEY_BUFS.with(|b| {
+            let (mut a, mut b) = (a.borrow_mut(), b.borrow_mut());
+            old.take(req, &mut a, &mut cookies.0, |o| {
+                new.take(req, &mut b, &mut cookies.1, |n| f(o, n))
+            })
+        })
+    })
 }
 
 /// Calls `f` with the key standing for a request whose key is empty: its
@@ -94,9 +117,23 @@ pub fn decide(req: &impl RequestView, state: &RoutingState) -> Result<Decision, 
     let scope = plan.scope.as_deref();
     let table = &plan.table;
     let mut set_cookie = None;
-    let taken = with_routing_key(req, &plan.key, &mut set_cookie, |key| {
-        table.route_taken(key, need, scope)
-    })?;
+    let taken = match &plan.new_key {
+        None => with_routing_key(req, &plan.key, &mut set_cookie, |key| {
+            table.route_taken(key, need, scope)
+        })?,
+        Some(new) => {
+            let mut cookies = (None, None);
+            let route = with_both_keys(req, &plan.key, new, &mut cookies, |o, n| {
+                table.route_rekeyed(o, n, need, scope)
+            })?;
+            // The cookie of the key that routed it.
+            set_cookie = match route.as_ref().map(Route::version) {
+                Some(Version::Old) => cookies.0,
+                _ => cookies.1,
+            };
+            route
+        }
+    };
     let route = match taken {
         Some(route) => route,
         None => round_robin(|k| table.route(k, need, scope))?,
@@ -114,6 +151,9 @@ pub fn decide(req: &impl RequestView, state: &RoutingState) -> Result<Decision, 
 /// when the old ring has no eligible backend. Both rings of the router's
 /// plan are built on the same node list, so the index is a backend's.
 ///
+/// During a key migration (`[migration.key]`), the old side's key routed
+/// on the old ring.
+///
 /// Cost: the old scheme's key hash, one ring search and a walk to the
 /// first healthy node; only during a migration, only for `new` routes.
 pub fn previous_owner(
@@ -128,10 +168,16 @@ pub fn previous_owner(
     // A request routed round robin (an empty key) has no owner.
     // A generated cookie was generated for the decision already.
     let mut generated = None;
-    let Some(mut old) = with_routing_key(req, &state.plan.key, &mut generated, |key| {
-        table.counterpart_taken(key, route)
-    })?
-    else {
+    let old = match &state.plan.new_key {
+        None => with_routing_key(req, &state.plan.key, &mut generated, |key| {
+            table.counterpart_taken(key, route)
+        })?,
+        // A key migration: the old key on the old ring.
+        Some(_) => with_routing_key(req, &state.plan.key, &mut generated, |key| {
+            table.previous_rekeyed(key, route)
+        })?,
+    };
+    let Some(mut old) = old else {
         return Ok(None);
     };
     table.next_where(&mut old, |n| state.backends[n].health.is_healthy())

@@ -5,7 +5,8 @@ use std::net::{SocketAddr, TcpListener};
 
 /// An origin that answers every request with `saw PORT LINE`, the request
 /// line as it arrived (a body is read by its Content-Length), followed by
-/// ` +expect` when the request had an `Expect` field, on keep-alive
+/// ` +expect` when the request had an `Expect` field and ` +prev=VALUE`
+/// when it had an `x-ketama-previous-owner` field, on keep-alive
 /// connections.
 pub fn echo_origin() -> SocketAddr {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -23,7 +24,7 @@ pub fn echo_origin() -> SocketAddr {
                     if line.trim_ascii().is_empty() {
                         continue;
                     }
-                    let (mut length, mut expect) = (0usize, false);
+                    let (mut length, mut expect, mut prev) = (0usize, false, None);
                     loop {
                         let mut h = Vec::new();
                         if r.read_until(b'\n', &mut h).unwrap_or(0) == 0
@@ -36,6 +37,9 @@ pub fn echo_origin() -> SocketAddr {
                             length = v.trim().parse().unwrap_or(0);
                         }
                         expect |= h.starts_with("expect:");
+                        if let Some(v) = h.strip_prefix("x-ketama-previous-owner:") {
+                            prev = Some(v.trim().to_string());
+                        }
                     }
                     let mut body = vec![0u8; length];
                     if r.read_exact(&mut body).is_err() {
@@ -45,6 +49,9 @@ pub fn echo_origin() -> SocketAddr {
                     body.extend_from_slice(line.trim_ascii());
                     if expect {
                         body.extend_from_slice(b" +expect");
+                    }
+                    if let Some(p) = prev {
+                        body.extend_from_slice(format!(" +prev={p}").as_bytes());
                     }
                     let mut resp =
                         format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len())

@@ -101,7 +101,7 @@ impl RouteTable {
         Ok(Some(self.route_probe(other, p, route.need)))
     }
 
-    fn peer_probe(&self, hash: PeerHash, v: Version) -> Result<Probe> {
+    pub(super) fn peer_probe(&self, hash: PeerHash, v: Version) -> Result<Probe> {
         let compat = self.ring(v).compat();
         hash.probe(compat).ok_or(Error::PeerHashOnRing {
             peer: hash.name(),
