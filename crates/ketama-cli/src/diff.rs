@@ -33,22 +33,16 @@ pub struct DiffArgs {
     /// Print one JSON object.
     #[arg(long)]
     json: bool,
-    /// The key of the current side (as `ketama route`'s key options); with
-    /// a key, the lines of --keys are requests, each routed by what each
-    /// side's key takes of it.
+    /// The key (as `ketama route`'s key options, --to-key-config the new
+    /// side's); with a key, the lines of --keys are requests, each routed
+    /// by what each side's key takes of it.
     #[command(flatten)]
     key: KeyArgs,
-    /// The new side's `[key]` (a router's config file, or one holding only
-    /// `[key]`), when the change is of the key too: the current side then
-    /// keeps the key of --key-config and the key options (by default the
-    /// router's, `$request_uri`).
-    #[arg(long, value_name = "FILE")]
-    to_key_config: Option<PathBuf>,
 }
 
 pub fn run(args: DiffArgs) -> anyhow::Result<()> {
     let (from, to) = args.rings.load()?;
-    if args.key.given() || args.to_key_config.is_some() {
+    if args.key.given() {
         return keyed(&args, from, to);
     }
     let d = match analysis::diff(&from, &to) {
@@ -138,30 +132,23 @@ fn sampled(args: &DiffArgs, from: &ketama::Ring, to: &ketama::Ring) -> anyhow::R
 /// A change of key (and ring) priced over the requests of --keys.
 fn keyed(args: &DiffArgs, from: ketama::Ring, to: ketama::Ring) -> anyhow::Result<()> {
     let Some(path) = &args.keys else {
-        bail!("a key is priced over requests: give --keys FILE with one request a line (a target such as /a?b=1, or with --requests access-log the router's JSON access log)");
+        bail!("a key is priced over requests: give --keys FILE with one request a line (a target such as /a?b=1, or with --request-format access-log the router's JSON access log)");
     };
     let (from, to) = (Arc::new(from), Arc::new(to));
-    let from_key = match args.key.key(&[(from.compat(), "--from-compat")])? {
-        Some(k) => k,
-        None => ketama_config::request_key(&Default::default(), "the router's default key", &[])?,
-    };
-    let to_key = match &args.to_key_config {
-        None => from_key.clone(),
-        Some(p) => {
-            let name = p.display().to_string();
-            let text = std::fs::read_to_string(p)
-                .with_context(|| format!("--to-key-config {name}: cannot read"))?;
-            let section = ketama_config::key_section(&text, &name)?;
-            ketama_config::request_key(&section, &name, &[(to.compat(), "--to-compat")])?
-        }
-    };
+    let (from_key, to_key) = args
+        .key
+        .both(
+            (from.compat(), "--from-compat"),
+            (to.compat(), "--to-compat"),
+        )?
+        .context("a key option is given")?;
     let text =
         std::fs::read(path).with_context(|| format!("cannot read keys file {}", path.display()))?;
     let mut requests = Vec::new();
     for (i, line) in text.split(|&b| b == b'\n').enumerate() {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if !line.is_empty() {
-            let req = crate::requests::parse(line, args.key.requests, i + 1)
+            let req = crate::requests::parse(line, args.key.request_format, i + 1)
                 .with_context(|| format!("keys file {}", path.display()))?;
             requests.push(req);
         }

@@ -17,7 +17,7 @@ use ketama_config::model::{KeySection, NormalizeSection};
 pub struct KeyArgs {
     /// Take each request's key as a router with this file's `[key]` does
     /// (a router's config file, or one holding only `[key]`); the input
-    /// lines are then requests (see --requests).
+    /// lines are then requests (see --request-format).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["key_template", "key_balance"])]
     pub key_config: Option<PathBuf>,
     /// `[key] template`: nginx's `hash <template>` (e.g.
@@ -41,12 +41,18 @@ pub struct KeyArgs {
     /// `[key.normalize] lowercase_host`.
     #[arg(long, conflicts_with = "key_config")]
     pub lowercase_host: bool,
+    /// A migration's new side's `[key]` (a router's config file, or one
+    /// holding only `[key]`): each side routes its own key, the side chosen
+    /// by the new key, as the router does with `[migration.key]`; the old
+    /// side keeps the key above (by default the router's, `$request_uri`).
+    #[arg(long, value_name = "FILE")]
+    pub to_key_config: Option<PathBuf>,
     /// How the input lines say a request, when a key is given: `target`
     /// (the request target as sent, origin-form `/a?b` or absolute-form
     /// `http://host/a?b`) or `access-log` (the router's JSON access log,
     /// whose lines carry the fields a configured key reads).
     #[arg(long, value_enum, default_value = "target")]
-    pub requests: RequestFormat,
+    pub request_format: RequestFormat,
 }
 
 /// How input lines say a request.
@@ -63,6 +69,7 @@ impl KeyArgs {
     /// Whether any key option was given (else input lines are keys).
     pub fn given(&self) -> bool {
         self.key_config.is_some()
+            || self.to_key_config.is_some()
             || self.key_template.is_some()
             || self.key_balance.is_some()
             || self.sort_query
@@ -71,8 +78,10 @@ impl KeyArgs {
             || self.lowercase_host
     }
 
-    /// The key, validated for rings of these schemes (each named as the
-    /// option that sets it); `None` when no key option was given.
+    /// The (current side's) key, validated for rings of these schemes
+    /// (each named as the option that sets it): the router's default
+    /// (`$request_uri`) when only --to-key-config was given; `None` when
+    /// no key option was.
     pub fn key(&self, rings: &[(ketama::Scheme, &str)]) -> anyhow::Result<Option<RequestKey>> {
         if !self.given() {
             return Ok(None);
@@ -87,6 +96,40 @@ impl KeyArgs {
             None => (self.section(), "the key options".to_string()),
         };
         Ok(Some(ketama_config::request_key(&section, &file, rings)?))
+    }
+
+    /// The new side's key (--to-key-config), validated for its ring's
+    /// scheme (`ring`, named as the option that sets it).
+    pub fn to_key(&self, ring: (ketama::Scheme, &str)) -> anyhow::Result<Option<RequestKey>> {
+        let Some(p) = &self.to_key_config else {
+            return Ok(None);
+        };
+        let name = p.display().to_string();
+        let text = std::fs::read_to_string(p)
+            .with_context(|| format!("--to-key-config {name}: cannot read"))?;
+        let section = ketama_config::key_section(&text, &name)?;
+        Ok(Some(ketama_config::request_key(&section, &name, &[ring])?))
+    }
+
+    /// Both sides' keys, when any key option was given: the current
+    /// side's ([`key`](Self::key)) and the new side's (--to-key-config,
+    /// else the current one's).
+    pub fn both(
+        &self,
+        from: (ketama::Scheme, &str),
+        to: (ketama::Scheme, &str),
+    ) -> anyhow::Result<Option<(RequestKey, RequestKey)>> {
+        let Some(old) = self.key(&[from])? else {
+            return Ok(None);
+        };
+        let new = match self.to_key(to)? {
+            Some(k) => k,
+            None => {
+                self.key(&[to])?;
+                old.clone()
+            }
+        };
+        Ok(Some((old, new)))
     }
 
     /// The flags as a `[key]` table.

@@ -25,6 +25,7 @@ mod plot_sim;
 mod recommend;
 mod requests;
 mod route;
+mod sim_keys;
 mod simulate;
 mod sweep;
 mod trace;

@@ -21,6 +21,11 @@ pub struct MigratePlanArgs {
     json: bool,
     #[command(flatten)]
     sim: crate::migrate_sim::SimArgs,
+    /// With --simulate: the router's key (as `ketama route`'s options;
+    /// --to-key-config the new side's): the trace's lines are request
+    /// targets, cached as sent and routed by each side's key.
+    #[command(flatten)]
+    key: crate::key_args::KeyArgs,
 }
 
 pub fn run(args: MigratePlanArgs) -> anyhow::Result<()> {
@@ -32,9 +37,12 @@ pub fn run(args: MigratePlanArgs) -> anyhow::Result<()> {
         steps.push(bp as u16);
     }
     let (from, to) = args.rings.load()?;
+    if args.key.given() && !args.sim.simulate {
+        bail!("the key options price a key over requests: give --simulate with --trace (or use ketama diff --keys)");
+    }
     if args.sim.simulate {
         let steps: Vec<u32> = steps.iter().map(|&b| b as u32).collect();
-        return crate::migrate_sim::run(&args.sim, &from, &to, &steps, args.json);
+        return crate::migrate_sim::run(&args.sim, &from, &to, &steps, args.json, &args.key);
     }
     // Across key hashes the moved share is estimated from sampled keys, as
     // `ketama diff` does (and says so).

@@ -13,6 +13,9 @@ use serde_json::json;
 
 use crate::trace::Workload;
 
+/// A simulated request: (object, old key, new key).
+type Req<'k> = (&'k [u8], &'k [u8], &'k [u8]);
+
 /// The simulation's options (with `--simulate`).
 #[derive(Args, Debug)]
 pub struct SimArgs {
@@ -30,6 +33,11 @@ pub struct SimArgs {
     trace_format: Option<crate::trace::Format>,
     #[command(flatten)]
     csv: crate::trace::CsvArgs,
+    /// With the key options: what the caches key objects by, `new-key`
+    /// (the new side's routing key: the cache's key changes with it) or
+    /// `target` (the request target as sent).
+    #[arg(long, value_enum, default_value = "new-key")]
+    cache_key: crate::sim_keys::CacheKey,
     /// Synthetic workload: distinct objects.
     #[arg(long, default_value_t = 100_000, conflicts_with = "trace")]
     objects: u32,
@@ -131,6 +139,7 @@ pub fn run(
     to: &Ring,
     steps: &[u32],
     as_json: bool,
+    key: &crate::key_args::KeyArgs,
 ) -> anyhow::Result<()> {
     if let Some(path) = &a.chart {
         crate::plot_sim::format_of(path)?;
@@ -146,8 +155,18 @@ pub fn run(
     if a.max_origin_factor.is_some() && a.requests_per_step.is_none() {
         bail!("--max-origin-factor compares schedules at one --requests-per-step: give it");
     }
-    let keys = workload(a)?;
-    let total = keys.order.len() as u64;
+    let workload = workload(a)?;
+    let both = key.both(
+        (from.compat(), "--from-compat"),
+        (to.compat(), "--to-compat"),
+    )?;
+    let keys =
+        crate::sim_keys::Requests::new(&workload, both.as_ref(), key.request_format, a.cache_key)?;
+    let unkeyed = keys.unkeyed();
+    if unkeyed > 0 {
+        eprintln!("note: {unkeyed} requests of which a key takes nothing (the router sends them round robin) are left out");
+    }
+    let total = keys.iter().count() as u64;
     if a.warmup >= total {
         bail!(
             "--warmup {} is not shorter than the {} ({total} requests): nothing would be left to simulate",
@@ -155,12 +174,12 @@ pub fn run(
             if a.trace.is_some() { "trace" } else { "workload" }
         );
     }
-    if keys.sized && a.object_size.is_none() {
+    if workload.sized && a.object_size.is_none() {
         eprintln!("note: the trace's object sizes are not used: each cache holds --cache-objects objects (give --object-size and --cache-bytes for byte-sized caches of one object size)");
     }
     let s = settings(a, steps, total, a.fill_from_previous)?;
     let started = std::time::Instant::now();
-    let report = cache_sim::simulate(from, to, keys.keys(), &s);
+    let report = cache_sim::simulate(from, to, keys.iter(), &s);
     let took = started.elapsed();
     let best = match a.max_origin_factor {
         Some(x) => Some(fewest_steps(a, from, to, &keys, total, x)?),
@@ -168,8 +187,8 @@ pub fn run(
     };
     if let Some(path) = &a.chart {
         let warm = warm_up(a, from, to, &keys, total)?;
-        let rest = || -> Box<dyn Iterator<Item = &[u8]> + '_> {
-            Box::new(keys.keys().skip(a.warmup as usize))
+        let rest = || -> Box<dyn Iterator<Item = Req<'_>> + '_> {
+            Box::new(keys.iter().skip(a.warmup as usize))
         };
         chart(a, path, steps, &warm, &rest)?;
     }
@@ -252,7 +271,7 @@ fn chart<'k>(
     path: &std::path::Path,
     steps: &[u32],
     warm: &cache_sim::Simulation<'_>,
-    rest: &(dyn Fn() -> Box<dyn Iterator<Item = &'k [u8]> + 'k> + Sync),
+    rest: &(dyn Fn() -> Box<dyn Iterator<Item = Req<'k>> + 'k> + Sync),
 ) -> anyhow::Result<()> {
     use plotters::style::RGBColor;
     let fills: &[bool] = if a.fill_from_previous {
@@ -292,8 +311,8 @@ fn chart<'k>(
                         .clone()
                         .with_schedule(steps.to_vec())?
                         .with_fill(*fill)?;
-                    for key in rest() {
-                        sim.serve(key);
+                    for r in rest() {
+                        sim.serve_request(&r);
                     }
                     Ok(sim.finish())
                 })
@@ -348,7 +367,7 @@ fn warm_up<'r>(
     a: &SimArgs,
     from: &'r Ring,
     to: &'r Ring,
-    keys: &Workload,
+    keys: &crate::sim_keys::Requests<'_>,
     total: u64,
 ) -> anyhow::Result<cache_sim::Simulation<'r>> {
     let mut warm = cache_sim::Simulation::new(
@@ -356,8 +375,8 @@ fn warm_up<'r>(
         to,
         settings(a, &[10_000], total, a.fill_from_previous)?,
     );
-    for key in keys.keys().take(a.warmup as usize) {
-        warm.serve(key);
+    for r in keys.iter().take(a.warmup as usize) {
+        warm.serve_request(&r);
     }
     if warm.served() < a.warmup {
         bail!(
@@ -375,13 +394,13 @@ fn fewest_steps(
     a: &SimArgs,
     from: &Ring,
     to: &Ring,
-    keys: &Workload,
+    keys: &crate::sim_keys::Requests<'_>,
     total: u64,
     factor: f64,
 ) -> anyhow::Result<(Vec<u32>, u64)> {
     let warm = warm_up(a, from, to, keys, total)?;
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let rest = || keys.keys().skip(a.warmup as usize);
+    let rest = || keys.iter().skip(a.warmup as usize);
     let best = cache_sim::fewest_steps(&warm, rest, factor, threads)
         .map_err(|e| anyhow::anyhow!("--max-origin-factor {factor}: {e}"))?;
     Ok((best.steps_bp, best.peak))

@@ -84,7 +84,16 @@ struct Router {
     scope: Option<String>,
     /// With a key (`--key-config` and the key options), lines are
     /// requests, each routed by what the key takes of it.
-    key: Option<(ketama::key::RequestKey, RequestFormat, ketama::key::KeyBufs)>,
+    key: Option<LineKey>,
+}
+
+/// How a request line is routed: its key (and, with --to-key-config, the
+/// new side's), how lines say requests, and the keys' buffers.
+struct LineKey {
+    old: ketama::key::RequestKey,
+    new: Option<ketama::key::RequestKey>,
+    format: RequestFormat,
+    bufs: (ketama::key::KeyBufs, ketama::key::KeyBufs),
 }
 
 fn parse_labels(s: &str) -> Vec<&str> {
@@ -138,10 +147,19 @@ impl Router {
         if args.to.is_some() {
             rings.push((args.to_compat, "--to-compat"));
         }
-        let key = args
-            .key
-            .key(&rings)?
-            .map(|k| (k, args.key.requests, ketama::key::KeyBufs::default()));
+        let new = match args.to {
+            Some(_) => args.key.to_key((args.to_compat, "--to-compat"))?,
+            None if args.key.to_key_config.is_some() => bail!(
+                "--to-key-config is a migration's new key: give --to (the same servers file for a change of key alone) and --rollout"
+            ),
+            None => None,
+        };
+        let key = args.key.key(&rings)?.map(|old| LineKey {
+            old,
+            new,
+            format: args.key.request_format,
+            bufs: Default::default(),
+        });
         Ok(Router {
             key,
             table,
@@ -205,14 +223,21 @@ impl Router {
         let scope = self.scope.as_deref();
         let mut route = match &mut self.key {
             None => self.table.route(key, need, scope)?,
-            Some((k, format, bufs)) => {
+            Some(k) => {
                 let req =
-                    crate::requests::parse(key, *format, line_no as usize).context("stdin")?;
+                    crate::requests::parse(key, k.format, line_no as usize).context("stdin")?;
                 let mut cookie = None;
-                match self
-                    .table
-                    .route_request(k, &req, bufs, &mut cookie, need, scope)?
-                {
+                let (a, b) = &mut k.bufs;
+                let table = &self.table;
+                let route = match &k.new {
+                    None => table.route_request(&k.old, &req, a, &mut cookie, need, scope)?,
+                    Some(new) => k.old.take(&req, a, &mut cookie, |o| {
+                        new.take(&req, b, &mut None, |n| {
+                            table.route_rekeyed(o, n, need, scope)
+                        })
+                    })?,
+                };
+                match route {
                     Some(route) => route,
                     // The key took nothing: the router sends the request
                     // round robin.

@@ -65,6 +65,7 @@ pub struct Workload {
 
 impl Workload {
     /// The requests' keys, in order.
+    #[cfg(test)]
     pub fn keys(&self) -> impl Iterator<Item = &[u8]> {
         self.order
             .iter()

@@ -72,7 +72,7 @@ fn a_key_config_file_and_an_access_log_line_give_the_routers_key() {
     let line = r#"{"time":"t","client":"10.9.9.9","method":"GET","uri":"/a","protocol":"HTTP/1.1","status":200,"backend":"x","fields":[["Cookie","a=1; SID=s7"],["X-Tenant","t1"],["x-tenant","t2"]]}"#;
     let c = config.to_str().unwrap();
     let got = route(
-        &["--key-config", c, "--requests", "access-log"],
+        &["--key-config", c, "--request-format", "access-log"],
         &format!("{line}\n"),
     );
     // nginx's $cookie_ matches the name in any case; $http_ the first field.
@@ -172,7 +172,7 @@ fn bad_keys_and_requests_are_refused_by_name() {
             "--servers",
             sv,
             "--sort-query",
-            "--requests",
+            "--request-format",
             "access-log",
         ],
         b"GET / HTTP/1.1\n",
@@ -195,5 +195,68 @@ fn bad_keys_and_requests_are_refused_by_name() {
         ],
         b"/\n",
         "cannot be used with",
+    );
+}
+
+#[test]
+fn the_simulation_routes_and_caches_by_the_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = servers_file(SERVERS);
+    let sv = s.path().to_str().unwrap();
+    // 400 objects, each asked three times in both orders of its query;
+    // caches that hold everything: every miss is a first sight.
+    let trace = dir.path().join("trace.txt");
+    let mut text = String::new();
+    for _ in 0..3 {
+        for i in 0..400 {
+            text.push_str(&format!("/o/{i}?a=1&b=2\n/o/{i}?b=2&a=1\n"));
+        }
+    }
+    std::fs::write(&trace, text).unwrap();
+    let sorted = dir.path().join("sorted.toml");
+    std::fs::write(&sorted, "[key.normalize]\nsort_query = true\n").unwrap();
+    let misses = |extra: &[&str]| -> u64 {
+        let mut args = vec![
+            "migrate-plan",
+            "--from",
+            sv,
+            "--to",
+            sv,
+            "--steps",
+            "10000",
+            "--simulate",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--cache-objects",
+            "100000",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let (code, out, err) = run(&args, b"");
+        assert_eq!(code, 0, "{extra:?}: {err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let m = &v["steps"][0]["misses"];
+        m.as_u64().unwrap_or_else(|| {
+            m.as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_u64().unwrap())
+                .sum()
+        })
+    };
+    let to = sorted.to_str().unwrap();
+    // As sent, each order is an object of its own.
+    assert_eq!(misses(&[]), 800);
+    // The new key sorts, and the caches key by it: one object each.
+    assert_eq!(misses(&["--to-key-config", to]), 400);
+    // Caches still keyed by the target as sent gain nothing.
+    assert_eq!(
+        misses(&["--to-key-config", to, "--cache-key", "target"]),
+        800
+    );
+    refused(
+        &["migrate-plan", "--from", sv, "--to", sv, "--sort-query"],
+        b"",
+        "give --simulate with --trace",
     );
 }

@@ -193,7 +193,7 @@ fn ask(addr: SocketAddr, bytes: &[u8]) -> (u16, bool, String) {
 
 /// The same key taken again from the router's access log: every line the
 /// router forwarded (`Connection: close`, one a request) fed to `ketama
-/// route --key-config <the router's file> --requests access-log`, whose
+/// route --key-config <the router's file> --request-format access-log`, whose
 /// answer must be the line's backend (`*`, no key, for a request the
 /// router sent round robin). `want`: the requests the router forwarded.
 /// The number of lines compared, and each difference.
@@ -223,7 +223,13 @@ fn replay(
     let list: String = origins.iter().map(|o| format!("{o}\n")).collect();
     std::fs::write(&servers, list).unwrap();
     let out = std::process::Command::new(common::plan::ketama())
-        .args(["route", "--layout", "compact", "--requests", "access-log"])
+        .args([
+            "route",
+            "--layout",
+            "compact",
+            "--request-format",
+            "access-log",
+        ])
         .arg("--servers")
         .arg(&servers)
         .arg("--key-config")

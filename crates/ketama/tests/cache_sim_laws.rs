@@ -320,7 +320,7 @@ fn a_schedule_cannot_change_after_the_warm_up() {
     let err = sim.clone().with_schedule(vec![5000, 10_000]).err().unwrap();
     assert_eq!((err.served, err.warmup), (3, 2));
     assert!(err.to_string().contains("only during the warm-up"), "{err}");
-    let search = fewest_steps(&sim, std::iter::empty, 2.0, 1);
+    let search = fewest_steps(&sim, std::iter::empty::<&[u8]>, 2.0, 1);
     assert!(
         matches!(search, Err(ScheduleError::Started(_))),
         "{search:?}"

@@ -344,7 +344,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__diff)
-            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --samples --keys --json --key-config --key-template --key-balance --sort-query --drop-query --keep-query --lowercase-host --requests --to-key-config --help"
+            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --samples --keys --json --key-config --key-template --key-balance --sort-query --drop-query --keep-query --lowercase-host --to-key-config --request-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -418,12 +418,12 @@ _ketama() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --requests)
-                    COMPREPLY=($(compgen -W "target access-log" -- "${cur}"))
-                    return 0
-                    ;;
                 --to-key-config)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-format)
+                    COMPREPLY=($(compgen -W "target access-log" -- "${cur}"))
                     return 0
                     ;;
                 *)
@@ -1696,7 +1696,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__migrate__subcmd__plan)
-            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --steps --json --simulate --trace --trace-format --csv-key-col --csv-size-col --csv-time-col --csv-header --csv-delimiter --objects --zipf --requests --seed --object-size --cache-objects --cache-bytes --cache-by-weight --warmup --requests-per-step --window --fill-from-previous --max-origin-factor --chart --help"
+            opts="-h --from --to --from-compat --from-key-hash --from-layout --from-point-multiple --to-compat --to-key-hash --to-layout --to-point-multiple --steps --json --simulate --trace --trace-format --csv-key-col --csv-size-col --csv-time-col --csv-header --csv-delimiter --cache-key --objects --zipf --requests --seed --object-size --cache-objects --cache-bytes --cache-by-weight --warmup --requests-per-step --window --fill-from-previous --max-origin-factor --chart --key-config --key-template --key-balance --sort-query --drop-query --keep-query --lowercase-host --to-key-config --request-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1770,6 +1770,10 @@ _ketama() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --cache-key)
+                    COMPREPLY=($(compgen -W "new-key target" -- "${cur}"))
+                    return 0
+                    ;;
                 --objects)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1818,6 +1822,34 @@ _ketama() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --key-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-balance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drop-query)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-query)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --to-key-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-format)
+                    COMPREPLY=($(compgen -W "target access-log" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -1860,7 +1892,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__route)
-            opts="-h --servers --compat --key-hash --layout --point-multiple --replicas --require --require-from-input --to --to-compat --to-key-hash --to-layout --to-point-multiple --rollout --scope-rollout --scope --key-config --key-template --key-balance --sort-query --drop-query --keep-query --lowercase-host --requests --help"
+            opts="-h --servers --compat --key-hash --layout --point-multiple --replicas --require --require-from-input --to --to-compat --to-key-hash --to-layout --to-point-multiple --rollout --scope-rollout --scope --key-config --key-template --key-balance --sort-query --drop-query --keep-query --lowercase-host --to-key-config --request-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1946,7 +1978,11 @@ _ketama() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --requests)
+                --to-key-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-format)
                     COMPREPLY=($(compgen -W "target access-log" -- "${cur}"))
                     return 0
                     ;;

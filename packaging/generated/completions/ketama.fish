@@ -53,12 +53,13 @@ complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-point-multipl
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l rollout -d 'Share of keys routed by the new ring, in basis points (0 to 10000)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l scope-rollout -d 'A scope\'s own rollout, NAME=BP; repeatable' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l scope -d 'The scope (data center) this routing runs in' -r
-complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-config -d 'Take each request\'s key as a router with this file\'s `[key]` does (a router\'s config file, or one holding only `[key]`); the input lines are then requests (see --requests)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-config -d 'Take each request\'s key as a router with this file\'s `[key]` does (a router\'s config file, or one holding only `[key]`); the input lines are then requests (see --request-format)' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-template -d '`[key] template`: nginx\'s `hash <template>` (e.g. \'$host$request_uri\', \'$cookie_sid\')' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l key-balance -d '`[key] balance`: HAProxy\'s balance line (e.g. \'url_param id\', \'hdr(host) use_domain_only\')' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l drop-query -d '`[key.normalize] drop_query`: leave this parameter out (repeatable)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l keep-query -d '`[key.normalize] keep_query`: keep only this parameter (repeatable)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand route" -l requests -d 'How the input lines say a request, when a key is given: `target` (the request target as sent, origin-form `/a?b` or absolute-form `http://host/a?b`) or `access-log` (the router\'s JSON access log, whose lines carry the fields a configured key reads)' -r -f -a "target\t'A request target as sent'
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l to-key-config -d 'A migration\'s new side\'s `[key]` (a router\'s config file, or one holding only `[key]`): each side routes its own key, the side chosen by the new key, as the router does with `[migration.key]`; the old side keeps the key above (by default the router\'s, `$request_uri`)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand route" -l request-format -d 'How the input lines say a request, when a key is given: `target` (the request target as sent, origin-form `/a?b` or absolute-form `http://host/a?b`) or `access-log` (the router\'s JSON access log, whose lines carry the fields a configured key reads)' -r -f -a "target\t'A request target as sent'
 access-log\t'A line of the router\'s JSON access log'"
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l require-from-input -d 'Read `KEY<TAB>LABELS` lines (split at the last tab; no tab or empty LABELS means no requirement)'
 complete -c ketama -n "__fish_ketama_using_subcommand route" -l sort-query -d '`[key.normalize] sort_query`: sort the query\'s parameters'
@@ -112,14 +113,14 @@ complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-layout -d 'Lay
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-point-multiple -d 'Point multiple of the new ring (at least 1)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l samples -d 'Keys sampled when the two rings hash keys differently (CDN-like 30-byte paths; see --keys)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l keys -d 'Sample these keys (one per line) instead, when the rings hash keys differently: the estimate is then for your own keys' -r -F
-complete -c ketama -n "__fish_ketama_using_subcommand diff" -l key-config -d 'Take each request\'s key as a router with this file\'s `[key]` does (a router\'s config file, or one holding only `[key]`); the input lines are then requests (see --requests)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l key-config -d 'Take each request\'s key as a router with this file\'s `[key]` does (a router\'s config file, or one holding only `[key]`); the input lines are then requests (see --request-format)' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l key-template -d '`[key] template`: nginx\'s `hash <template>` (e.g. \'$host$request_uri\', \'$cookie_sid\')' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l key-balance -d '`[key] balance`: HAProxy\'s balance line (e.g. \'url_param id\', \'hdr(host) use_domain_only\')' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l drop-query -d '`[key.normalize] drop_query`: leave this parameter out (repeatable)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l keep-query -d '`[key.normalize] keep_query`: keep only this parameter (repeatable)' -r
-complete -c ketama -n "__fish_ketama_using_subcommand diff" -l requests -d 'How the input lines say a request, when a key is given: `target` (the request target as sent, origin-form `/a?b` or absolute-form `http://host/a?b`) or `access-log` (the router\'s JSON access log, whose lines carry the fields a configured key reads)' -r -f -a "target\t'A request target as sent'
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-key-config -d 'A migration\'s new side\'s `[key]` (a router\'s config file, or one holding only `[key]`): each side routes its own key, the side chosen by the new key, as the router does with `[migration.key]`; the old side keeps the key above (by default the router\'s, `$request_uri`)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand diff" -l request-format -d 'How the input lines say a request, when a key is given: `target` (the request target as sent, origin-form `/a?b` or absolute-form `http://host/a?b`) or `access-log` (the router\'s JSON access log, whose lines carry the fields a configured key reads)' -r -f -a "target\t'A request target as sent'
 access-log\t'A line of the router\'s JSON access log'"
-complete -c ketama -n "__fish_ketama_using_subcommand diff" -l to-key-config -d 'The new side\'s `[key]` (a router\'s config file, or one holding only `[key]`), when the change is of the key too: the current side then keeps the key of --key-config and the key options (by default the router\'s, `$request_uri`)' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l json -d 'Print one JSON object'
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l sort-query -d '`[key.normalize] sort_query`: sort the query\'s parameters'
 complete -c ketama -n "__fish_ketama_using_subcommand diff" -l lowercase-host -d '`[key.normalize] lowercase_host`'
@@ -143,6 +144,8 @@ complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-key-c
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-size-col -d 'csv: the column (1-based) holding the object\'s size (checked to be a number)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-time-col -d 'csv: the column (1-based) holding the request\'s time (checked to be a number)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-delimiter -d 'csv: the field delimiter' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l cache-key -d 'With the key options: what the caches key objects by, `new-key` (the new side\'s routing key: the cache\'s key changes with it) or `target` (the request target as sent)' -r -f -a "new-key\t'The new side\'s routing key'
+target\t'The request target as sent'"
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l objects -d 'Synthetic workload: distinct objects' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l zipf -d 'Synthetic workload: Zipf exponent' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l requests -d 'Synthetic workload: requests' -r
@@ -155,11 +158,21 @@ complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l requests-
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l window -d 'Requests per window of the origin series' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l max-origin-factor -d 'Find the fewest steps from the ladder 1, 2, 5, 10, 25, 50, 100% whose peak window stays under X times the steady state' -r
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l chart -d 'Draw origin fetches per window, the schedule against a one-shot switch (each with and without fill, with --fill-from-previous), to this file (.svg or .png)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l key-config -d 'Take each request\'s key as a router with this file\'s `[key]` does (a router\'s config file, or one holding only `[key]`); the input lines are then requests (see --request-format)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l key-template -d '`[key] template`: nginx\'s `hash <template>` (e.g. \'$host$request_uri\', \'$cookie_sid\')' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l key-balance -d '`[key] balance`: HAProxy\'s balance line (e.g. \'url_param id\', \'hdr(host) use_domain_only\')' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l drop-query -d '`[key.normalize] drop_query`: leave this parameter out (repeatable)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l keep-query -d '`[key.normalize] keep_query`: keep only this parameter (repeatable)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l to-key-config -d 'A migration\'s new side\'s `[key]` (a router\'s config file, or one holding only `[key]`): each side routes its own key, the side chosen by the new key, as the router does with `[migration.key]`; the old side keeps the key above (by default the router\'s, `$request_uri`)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l request-format -d 'How the input lines say a request, when a key is given: `target` (the request target as sent, origin-form `/a?b` or absolute-form `http://host/a?b`) or `access-log` (the router\'s JSON access log, whose lines carry the fields a configured key reads)' -r -f -a "target\t'A request target as sent'
+access-log\t'A line of the router\'s JSON access log'"
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l json -d 'Print one JSON object'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l simulate -d 'Simulate every server\'s cache through the schedule'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l csv-header -d 'csv: the first line is a header'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l cache-by-weight -d 'Caches in proportion to the servers\' weights (the mean weight gets the size given)'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l fill-from-previous -d 'A moved key\'s miss looks in its previous owner\'s cache first'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l sort-query -d '`[key.normalize] sort_query`: sort the query\'s parameters'
+complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -l lowercase-host -d '`[key.normalize] lowercase_host`'
 complete -c ketama -n "__fish_ketama_using_subcommand migrate-plan" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l servers -d 'Servers file: one `SERVER [WEIGHT] [key=value ...] [down]` per line' -r -F
 complete -c ketama -n "__fish_ketama_using_subcommand simulate" -l compat -d 'Hashing scheme: nginx, pingora-v1, pingora-v2, libmemcached, twemproxy (see --key-hash), haproxy (HAProxy\'s `hash-type consistent`: sdbm with avalanche; haproxy:FUNCTION[+avalanche] for sdbm, djb2, wt6 or crc32), envoy-ring-hash (Envoy\'s and gRPC\'s ring_hash; envoy-ring-hash:min=N,max=N[,murmur2], or :grpc for gRPC\'s sizes) or maglev (Envoy\'s; maglev:PRIME for the table size)' -r

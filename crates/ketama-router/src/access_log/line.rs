@@ -15,7 +15,7 @@
 //! router's own; `null` for other requests), `labels` (the label
 //! requirement applied; `[]` when none); and when the configured `[key]`
 //! reads more than the target and the client's address, what else it
-//! reads, so that `ketama route --requests access-log` takes the same key
+//! reads, so that `ketama route --request-format access-log` takes the same key
 //! from the line: `fields` (`[[name, value], ...]`: every header field the
 //! key reads, as sent and in order; an HTTP/2 request's `:authority`
 //! stands as `host` when it sent none), `scheme` (`http`, `https`) and,

@@ -215,17 +215,53 @@ pub fn zipf_ranks(objects: u32, alpha: f64, n: u64, seed: u64) -> Vec<u32> {
 
 /// Simulates `trace` through the schedule from `old` to `new` (see the
 /// module docs). Servers are matched across the rings by name.
-pub fn simulate<'k>(
+pub fn simulate<R: SimRequest>(
     old: &Ring,
     new: &Ring,
-    trace: impl IntoIterator<Item = &'k [u8]>,
+    trace: impl IntoIterator<Item = R>,
     s: &SimSettings,
 ) -> SimReport {
     let mut sim = Simulation::new(old, new, s.clone());
-    for key in trace {
-        sim.serve(key);
+    for r in trace {
+        sim.serve_request(&r);
     }
     sim.finish()
+}
+
+/// One request to a simulation: the object the caches hold, and the key
+/// each ring routes it by. A key (`&[u8]`) is all three; a key
+/// migration's request is `(object, old key, new key)`.
+pub trait SimRequest {
+    /// What the caches key it by.
+    fn object(&self) -> &[u8];
+    /// What the old ring routes.
+    fn old_key(&self) -> &[u8];
+    /// What the new ring routes, and what chooses the side.
+    fn new_key(&self) -> &[u8];
+}
+
+impl SimRequest for &[u8] {
+    fn object(&self) -> &[u8] {
+        self
+    }
+    fn old_key(&self) -> &[u8] {
+        self
+    }
+    fn new_key(&self) -> &[u8] {
+        self
+    }
+}
+
+impl SimRequest for (&[u8], &[u8], &[u8]) {
+    fn object(&self) -> &[u8] {
+        self.0
+    }
+    fn old_key(&self) -> &[u8] {
+        self.1
+    }
+    fn new_key(&self) -> &[u8] {
+        self.2
+    }
 }
 
 /// A simulation fed one request at a time: what [`simulate`] runs, for a
@@ -392,9 +428,24 @@ impl<'r> Simulation<'r> {
     /// Serves one request. Cost: one FNV-1a of the key, one or two ring
     /// lookups and a hash-map probe or two.
     pub fn serve(&mut self, key: &[u8]) {
+        self.serve_keyed(key, key, key);
+    }
+
+    /// Serves `r` ([`SimRequest`]).
+    pub fn serve_request(&mut self, r: &impl SimRequest) {
+        self.serve_keyed(r.object(), r.old_key(), r.new_key());
+    }
+
+    /// Serves one request of a key migration: the caches hold `object`
+    /// (the request as they key it), the old ring routes `old_key`, the
+    /// new ring `new_key`, and the side is chosen by `new_key` (as
+    /// [`crate::RouteTable::route_rekeyed`] chooses it). Cost: as
+    /// [`serve`](Self::serve), plus one FNV-1a of the object.
+    pub fn serve_keyed(&mut self, object: &[u8], old_key: &[u8], new_key: &[u8]) {
+        let key = old_key;
         let n = self.served;
         self.served += 1;
-        let id = mix64(fnv1a64(key));
+        let id = mix64(fnv1a64(object));
         let size = self.s.object_size.unwrap_or(1);
         if n < self.s.warmup {
             if let Some(o) = self.owner(false, key) {
@@ -415,8 +466,8 @@ impl<'r> Simulation<'r> {
         let Some(&bp) = self.s.steps_bp.get(step) else {
             return;
         };
-        let on_new = (crate::migration::rollout_bucket(key) as u32) < bp;
-        let Some(server) = self.owner(on_new, key) else {
+        let on_new = (crate::migration::rollout_bucket(new_key) as u32) < bp;
+        let Some(server) = self.owner(on_new, if on_new { new_key } else { key }) else {
             return;
         };
         let ring = on_new as usize;

@@ -63,7 +63,7 @@ impl std::error::Error for ScheduleError {}
 /// window), ties going to the lowest peak. `warm` must have served its
 /// warm-up exactly; `rest` yields the requests after it, afresh on each
 /// call.
-pub fn fewest_steps<'k, F, I>(
+pub fn fewest_steps<F, I>(
     warm: &Simulation<'_>,
     rest: F,
     factor: f64,
@@ -71,7 +71,8 @@ pub fn fewest_steps<'k, F, I>(
 ) -> Result<Schedule, ScheduleError>
 where
     F: Fn() -> I + Sync,
-    I: Iterator<Item = &'k [u8]>,
+    I: Iterator,
+    I::Item: super::cache_sim::SimRequest,
 {
     let (served, warmup) = (warm.served(), warm.settings().warmup);
     if served != warmup {
@@ -89,8 +90,8 @@ where
             .clone()
             .with_schedule(steps_bp.clone())
             .map_err(ScheduleError::Started)?;
-        for (i, key) in rest().enumerate() {
-            sim.serve(key);
+        for (i, r) in rest().enumerate() {
+            sim.serve_request(&r);
             if (i as u64 + 1) % window == 0 && sim.peak() as f64 > cap {
                 return Ok(None);
             }
