@@ -20,6 +20,14 @@ pub struct AnalyzeArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     json: bool,
+    /// Measure each server's share of these requests too (one a line: a
+    /// target, or with --request-format access-log the router's JSON
+    /// access log), routed by the key (the key options; by default the
+    /// router's, `$request_uri`).
+    #[arg(long, value_name = "FILE")]
+    keys: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    key: crate::key_args::KeyArgs,
 }
 
 pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
@@ -27,6 +35,8 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     let nodes = read_nodes(&args.servers)?;
     let ring = build_ring(&args.servers, nodes.clone(), settings)?;
     let a = analysis::analyze(&ring);
+    let ring = std::sync::Arc::new(ring);
+    let counts = measured(&args, &ring)?;
     let memory = analysis::layout_memory(&nodes, settings.point_multiple, settings);
     let points = ring.point_count().max(1) as f64;
     let mut out = std::io::stdout().lock();
@@ -68,6 +78,11 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
             "max_overload": num(a.max_overload),
             "memory_bytes": mem,
             "nodes": rows,
+            "requests": counts.as_ref().map(|c| json!({
+                "counts": c.nodes,
+                "unkeyed": c.unkeyed,
+                "unserved": c.unserved,
+            })),
         });
         writeln!(out, "{v}")?;
         return Ok(());
@@ -155,6 +170,34 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
     }
     writeln!(out, "measured CV   {:.6}", a.measured_cv)?;
     writeln!(out, "max overload  {:.4}", a.max_overload)?;
+    if let Some(c) = &counts {
+        let total: u64 = c.nodes.iter().sum();
+        writeln!(out)?;
+        writeln!(
+            out,
+            "{:width$}  {:>10}  {:>10}  {:>9}",
+            "server", "requests", "share", "error"
+        )?;
+        for n in &a.nodes {
+            let got = c.nodes[n.index];
+            let share = got as f64 / total.max(1) as f64;
+            let err = match n.expected_share > 0.0 {
+                true => format!("{:+.2}%", (share / n.expected_share - 1.0) * 100.0),
+                false => "-".to_string(),
+            };
+            writeln!(
+                out,
+                "{:width$}  {got:>10}  {share:>10.6}  {err:>9}",
+                ring.nodes()[n.index].server()
+            )?;
+        }
+        writeln!(
+            out,
+            "{total} requests routed by the key ({} no key placed, sent round robin; {} with no server)",
+            c.unkeyed, c.unserved
+        )?;
+        writeln!(out)?;
+    }
     for (l, b) in &memory {
         match b {
             Some(b) => writeln!(
@@ -168,4 +211,30 @@ pub fn run(args: AnalyzeArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The requests of --keys counted by the server each goes to first.
+fn measured(
+    args: &AnalyzeArgs,
+    ring: &std::sync::Arc<ketama::Ring>,
+) -> anyhow::Result<Option<analysis::RequestCounts>> {
+    let Some(path) = &args.keys else {
+        if args.key.given() {
+            anyhow::bail!(
+                "the key options route requests: give --keys FILE with one request a line"
+            );
+        }
+        return Ok(None);
+    };
+    if args.key.to_key_config.is_some() {
+        anyhow::bail!(
+            "--to-key-config prices a change: use ketama diff or migrate-plan --simulate"
+        );
+    }
+    let key = match args.key.key(&[(ring.compat(), "--compat")])? {
+        Some(k) => k,
+        None => ketama_config::request_key(&Default::default(), "the router's default key", &[])?,
+    };
+    let requests = crate::requests::read_file(path, args.key.request_format)?;
+    Ok(Some(analysis::request_counts(ring, &key, requests)?))
 }

@@ -142,23 +142,7 @@ fn keyed(args: &DiffArgs, from: ketama::Ring, to: ketama::Ring) -> anyhow::Resul
             (to.compat(), "--to-compat"),
         )?
         .context("a key option is given")?;
-    let text =
-        std::fs::read(path).with_context(|| format!("cannot read keys file {}", path.display()))?;
-    let mut requests = Vec::new();
-    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if !line.is_empty() {
-            let req = crate::requests::parse(line, args.key.request_format, i + 1)
-                .with_context(|| format!("keys file {}", path.display()))?;
-            requests.push(req);
-        }
-    }
-    if requests.is_empty() {
-        bail!(
-            "keys file {} holds no request: write one a line",
-            path.display()
-        );
-    }
+    let requests = crate::requests::read_file(path, args.key.request_format)?;
     let r = analysis::diff_requests((&from, &from_key), (&to, &to_key), requests)?;
     let d = &r.diff;
     if args.json {

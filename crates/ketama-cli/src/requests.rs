@@ -134,6 +134,29 @@ fn access_log(line: &[u8], n: usize) -> anyhow::Result<Request> {
     Ok(req)
 }
 
+/// The requests of a file, one a line (empty lines skipped); refused
+/// naming the file and line, or when it holds none.
+pub fn read_file(path: &std::path::Path, format: RequestFormat) -> anyhow::Result<Vec<Request>> {
+    let text =
+        std::fs::read(path).with_context(|| format!("cannot read keys file {}", path.display()))?;
+    let mut requests = Vec::new();
+    for (i, line) in text.split(|&b| b == b'\n').enumerate() {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        if !line.is_empty() {
+            let req = parse(line, format, i + 1)
+                .with_context(|| format!("keys file {}", path.display()))?;
+            requests.push(req);
+        }
+    }
+    if requests.is_empty() {
+        bail!(
+            "keys file {} holds no request: write one a line",
+            path.display()
+        );
+    }
+    Ok(requests)
+}
+
 impl Request {
     fn host(&self) -> Option<&[u8]> {
         self.fields

@@ -260,3 +260,85 @@ fn the_simulation_routes_and_caches_by_the_keys() {
         "give --simulate with --trace",
     );
 }
+
+#[test]
+fn analyze_counts_requests_where_their_key_sends_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = servers_file(SERVERS);
+    let sv = s.path().to_str().unwrap();
+    let reqs = dir.path().join("requests.txt");
+    let ids: Vec<String> = (0..500).map(|i| format!("u{}", i * 7 % 131)).collect();
+    let text: String = ids
+        .iter()
+        .map(|id| format!("/p?x=1&id={id}\n/q\n"))
+        .collect();
+    std::fs::write(&reqs, text).unwrap();
+    let (code, out, err) = run(
+        &[
+            "analyze",
+            "--servers",
+            sv,
+            "--keys",
+            reqs.to_str().unwrap(),
+            "--key-template",
+            "$arg_id",
+            "--json",
+        ],
+        b"",
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // The same ids routed plainly, counted by server.
+    let servers: Vec<&str> = SERVERS
+        .lines()
+        .map(|l| l.split(' ').next().unwrap())
+        .collect();
+    let mut want = vec![0u64; servers.len()];
+    for s in route(&[], &(ids.join("\n") + "\n")) {
+        want[servers.iter().position(|x| *x == s).unwrap()] += 1;
+    }
+    assert_eq!(v["requests"]["counts"], serde_json::json!(want));
+    // `/q` has no id: nginx's empty key, round robin.
+    assert_eq!(v["requests"]["unkeyed"], 500);
+}
+
+#[test]
+fn route_answers_a_key_migration_as_the_router_does() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = servers_file(SERVERS);
+    let sv = s.path().to_str().unwrap();
+    let sorted = dir.path().join("sorted.toml");
+    std::fs::write(&sorted, "[key.normalize]\nsort_query = true\n").unwrap();
+    let input = "/a?b=2&a=1\n/c?z&y&x\n/d\n";
+    let at = |bp: &str| {
+        route(
+            &[
+                "--to",
+                sv,
+                "--rollout",
+                bp,
+                "--to-key-config",
+                sorted.to_str().unwrap(),
+            ],
+            input,
+        )
+    };
+    // All on the new side: the sorted key; none: the key as sent.
+    let sorted_plain = route(&[], "/a?a=1&b=2\n/c?x&y&z\n/d\n");
+    let with = |v: &[String], side: &str| -> Vec<String> {
+        v.iter().map(|s| format!("{s}\t{side}")).collect()
+    };
+    assert_eq!(at("10000"), with(&sorted_plain, "new"));
+    assert_eq!(at("0"), with(&route(&[], input), "old"));
+    refused(
+        &[
+            "route",
+            "--servers",
+            sv,
+            "--to-key-config",
+            sorted.to_str().unwrap(),
+        ],
+        b"/\n",
+        "--to-key-config is a migration's new key: give --to",
+    );
+}

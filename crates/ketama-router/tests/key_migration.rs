@@ -164,3 +164,19 @@ fn a_migration_key_is_validated_as_the_key_is_and_named_by_its_place() {
         assert!(!out.status.success() && err.contains(want), "{key}: {err}");
     }
 }
+
+#[test]
+fn the_fleets_shared_config_carries_a_migration_key() {
+    // What `ketama fleet push` checks and every router applies from etcd.
+    let shared = "[[backends]]\naddress = \"127.0.0.1:2\"\n\n[migration]\nring = { point_multiple = 40 }\nglobal_bp = 100\n\n[migration.key.normalize]\nsort_query = true\n";
+    let v = ketama_config::check_shared(shared, "etcd config").unwrap();
+    let new = v.new_key.expect("[migration.key] kept");
+    assert!(new.normalize().query.sort);
+    assert!(!v.key.normalize().query.sort, "the old side keeps [key]");
+    let e = ketama_config::check_shared(
+        &shared.replace("sort_query = true", "keep_query = [\"\"]"),
+        "etcd config",
+    )
+    .unwrap_err();
+    assert!(e.key.starts_with("migration.key.normalize"), "{e}");
+}

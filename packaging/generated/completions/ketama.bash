@@ -256,7 +256,7 @@ _ketama() {
             return 0
             ;;
         ketama__subcmd__analyze)
-            opts="-h --servers --compat --key-hash --layout --point-multiple --json --help"
+            opts="-h --servers --compat --key-hash --layout --point-multiple --json --keys --key-config --key-template --key-balance --sort-query --drop-query --keep-query --lowercase-host --to-key-config --request-format --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -280,6 +280,38 @@ _ketama() {
                     ;;
                 --point-multiple)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keys)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-template)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --key-balance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --drop-query)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --keep-query)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --to-key-config)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --request-format)
+                    COMPREPLY=($(compgen -W "target access-log" -- "${cur}"))
                     return 0
                     ;;
                 *)

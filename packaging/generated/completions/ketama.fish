@@ -82,8 +82,19 @@ complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l compat -d 'Has
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l key-hash -d 'twemproxy\'s key hash: md5, fnv1a_64 (twemproxy\'s default), fnv1a_32, fnv1_64, fnv1_32, crc16, crc32, crc32a, one_at_a_time, hsieh, murmur or jenkins' -r
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l layout -d 'Storage layout: wide, packed or compact (routing is the same in every layout)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l point-multiple -d 'Points per weight unit (at least 1; the memcached schemes take only their own 160, haproxy only its 16, which the default stands for)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l keys -d 'Measure each server\'s share of these requests too (one a line: a target, or with --request-format access-log the router\'s JSON access log), routed by the key (the key options; by default the router\'s, `$request_uri`)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l key-config -d 'Take each request\'s key as a router with this file\'s `[key]` does (a router\'s config file, or one holding only `[key]`); the input lines are then requests (see --request-format)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l key-template -d '`[key] template`: nginx\'s `hash <template>` (e.g. \'$host$request_uri\', \'$cookie_sid\')' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l key-balance -d '`[key] balance`: HAProxy\'s balance line (e.g. \'url_param id\', \'hdr(host) use_domain_only\')' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l drop-query -d '`[key.normalize] drop_query`: leave this parameter out (repeatable)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l keep-query -d '`[key.normalize] keep_query`: keep only this parameter (repeatable)' -r
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l to-key-config -d 'A migration\'s new side\'s `[key]` (a router\'s config file, or one holding only `[key]`): each side routes its own key, the side chosen by the new key, as the router does with `[migration.key]`; the old side keeps the key above (by default the router\'s, `$request_uri`)' -r -F
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l request-format -d 'How the input lines say a request, when a key is given: `target` (the request target as sent, origin-form `/a?b` or absolute-form `http://host/a?b`) or `access-log` (the router\'s JSON access log, whose lines carry the fields a configured key reads)' -r -f -a "target\t'A request target as sent'
+access-log\t'A line of the router\'s JSON access log'"
 complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l json -d 'Print one JSON object instead of the table'
-complete -c ketama -n "__fish_ketama_using_subcommand analyze" -s h -l help -d 'Print help'
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l sort-query -d '`[key.normalize] sort_query`: sort the query\'s parameters'
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -l lowercase-host -d '`[key.normalize] lowercase_host`'
+complete -c ketama -n "__fish_ketama_using_subcommand analyze" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l nodes -d 'Servers per ring (synthetic 10.A.B.C:PORT names, drawn from --seed)' -r
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l from -d 'Smallest points per node' -r
 complete -c ketama -n "__fish_ketama_using_subcommand sweep" -l to -d 'Largest points per node' -r

@@ -66,6 +66,50 @@ pub fn diff_requests<R: Request>(
     })
 }
 
+/// [`request_counts`]'s answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RequestCounts {
+    /// Requests each node serves first, by node index.
+    pub nodes: Vec<u64>,
+    /// Requests the key took nothing of (routed round robin).
+    pub unkeyed: u64,
+    /// Requests no node could serve (every one down).
+    pub unserved: u64,
+}
+
+/// How many of `requests` each node of `ring` serves first when routed by
+/// `key`: the measured load of real requests beside the ring's shares.
+///
+/// Cost: per request, the key taken and one route.
+///
+/// # Errors
+/// A key whose hash the ring cannot place
+/// ([`crate::Error::PeerHashOnRing`]).
+pub fn request_counts<R: Request>(
+    ring: &Arc<Ring>,
+    key: &RequestKey,
+    requests: impl IntoIterator<Item = R>,
+) -> Result<RequestCounts> {
+    let table = RouteTable::new(ring.clone());
+    let mut bufs = KeyBufs::default();
+    let mut out = RequestCounts {
+        nodes: vec![0; ring.nodes().len()],
+        unkeyed: 0,
+        unserved: 0,
+    };
+    for req in requests {
+        let mut cookie = None;
+        match table.route_request(key, &req, &mut bufs, &mut cookie, None, None)? {
+            None => out.unkeyed += 1,
+            Some(mut r) => match table.next(&mut r)? {
+                Some(n) => out.nodes[n] += 1,
+                None => out.unserved += 1,
+            },
+        }
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,6 +168,24 @@ mod tests {
         // The same key on the same ring moves nothing.
         let same = diff_requests((&r, &plain), (&r, &plain), [Target(b"/x?b&a".to_vec())]).unwrap();
         assert_eq!(same.diff.moved_samples, 0);
+    }
+
+    #[test]
+    fn request_counts_are_where_each_request_goes_first() {
+        let r = ring();
+        let key = RequestKey::new(
+            KeyForm::Template(Template::parse("$request_uri").unwrap()),
+            Normalize::default(),
+        );
+        let reqs: Vec<Target> = (0..800)
+            .map(|i| Target(format!("/k/{i}").into_bytes()))
+            .collect();
+        let c = request_counts(&r, &key, reqs.iter().map(|t| Target(t.0.clone()))).unwrap();
+        let mut want = vec![0u64; 8];
+        for t in &reqs {
+            want[r.node_index(&t.0).unwrap()] += 1;
+        }
+        assert_eq!((c.nodes, c.unkeyed, c.unserved), (want, 0, 0));
     }
 
     #[test]

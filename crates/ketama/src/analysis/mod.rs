@@ -55,7 +55,7 @@ pub mod simulate;
 mod sweep;
 
 pub use diff::{diff, diff_sampled, Diff, SampledDiff, ServerDiff};
-pub use diff_requests::{diff_requests, RequestDiff};
+pub use diff_requests::{diff_requests, request_counts, RequestCounts, RequestDiff};
 pub use recommend::{layout_memory, recommend, Recommendation, Target};
 pub use shares::{
     analyze, keyspace, predicted_cv, predicted_cv_equal, predicted_cv_of, Analysis, NodeStats,
