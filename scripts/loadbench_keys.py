@@ -22,6 +22,10 @@ FORMS = [
     ("balance \"hash req.cook(sid)\"", '[key]\nbalance = "hash req.cook(sid)"'),
     ("balance \"url_param v\"", '[key]\nbalance = "url_param v"'),
     ("path_query, [key.normalize] sort_query", '[key.normalize]\nsort_query = true'),
+    # A key migration at 50% (the new side sorts the query) beside a ring
+    # migration at 50% (one key): what taking the second key costs.
+    ("[migration.key] sort_query at 50%", '[migration]\nring = { compat = "nginx", layout = "compact", point_multiple = 40 }\nglobal_bp = 5000\n\n[migration.key.normalize]\nsort_query = true'),
+    ("ring migration at 50% (one key)", '[migration]\nring = { compat = "nginx", layout = "compact", point_multiple = 40 }\nglobal_bp = 5000'),
 ]
 
 
