@@ -26,9 +26,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::guards::Figures;
+use super::figures::Figures;
 use super::prometheus::Prometheus;
-use super::spec::{parse_duration, PlanError};
+use super::values::{parse_duration, PlanError};
 
 /// A figure of every check, by name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]

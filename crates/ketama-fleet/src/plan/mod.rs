@@ -13,11 +13,13 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 pub mod controller;
+mod figures;
 pub mod guards;
 pub mod metrics;
 pub mod notify;
 pub mod prometheus;
 pub mod spec;
+mod values;
 
 pub use spec::{CompareWith, Guards, Notify, OnFailure, PlanError, PlanSpec, Stage};
 

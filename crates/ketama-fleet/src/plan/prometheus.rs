@@ -15,7 +15,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::guards::Delta;
+use super::figures::Delta;
 use crate::report::RingCounts;
 
 /// A Prometheus server's HTTP API.

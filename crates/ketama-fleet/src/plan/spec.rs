@@ -4,22 +4,9 @@
 //! can say, naming the line; [`PlanSpec::check_fleet`] what needs the
 //! fleet (its scopes, its routers' report interval).
 
-use std::time::Duration;
-
 use serde::{Deserialize, Serialize};
 
-/// A plan's error: the line (1-based; 0 when it is the whole plan) and
-/// what to do.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}: {message}")]
-pub struct PlanError {
-    /// The plan's file name, as given.
-    pub file: String,
-    /// The line at fault.
-    pub line: usize,
-    /// What is wrong and how to fix it.
-    pub message: String,
-}
+pub use super::values::{parse_duration, PlanError};
 
 /// What the controller does when guards fail `failures_to_rollback`
 /// checks in a row.
@@ -173,26 +160,6 @@ struct RawGuards {
     max_inconclusive: Option<u32>,
     compare: Option<CompareWith>,
     metric: Option<Vec<super::metrics::RawMetric>>,
-}
-
-/// `"30s"`, `"2m"`, `"1h"`, `"500ms"`: a duration with its unit.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let at = s
-        .find(|c: char| !c.is_ascii_digit())
-        .ok_or_else(|| format!("{s:?} has no unit: write 30s, 10m, 1h or 500ms"))?;
-    let (n, unit) = s.split_at(at);
-    let n: u64 = n
-        .parse()
-        .map_err(|_| format!("{s:?} is not a number with a unit (30s, 10m, 1h, 500ms)"))?;
-    let ms = match unit.trim() {
-        "ms" => n,
-        "s" => n * 1000,
-        "m" => n * 60_000,
-        "h" => n * 3_600_000,
-        u => return Err(format!("{u:?} is not a unit: use ms, s, m or h")),
-    };
-    Ok(Duration::from_millis(ms))
 }
 
 /// The line of `key` in the `index`-th `[[stage]]` (`stage` given) or in
@@ -526,6 +493,7 @@ impl PlanSpec {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     const GUARDS: &str = "[guards]\ninterval = \"30s\"\nwarmup = \"2m\"\nmax_error_ratio = 0.01\n";
 

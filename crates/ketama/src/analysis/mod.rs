@@ -47,7 +47,6 @@
 pub mod cache_sim;
 mod diff;
 mod diff_requests;
-mod fewest_steps;
 mod lru;
 mod recommend;
 mod shares;

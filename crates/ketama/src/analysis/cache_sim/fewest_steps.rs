@@ -8,7 +8,7 @@
 //! `threads`; the warm-up is served once. Memory: one set of caches per
 //! thread beside the warm one.
 
-use super::cache_sim::{ScheduleStarted, Simulation};
+use super::{ScheduleStarted, SimRequest, Simulation};
 
 /// The shares, in basis points, a schedule may step through before
 /// 10,000: 1, 2, 5, 10, 25 and 50%.
@@ -72,7 +72,7 @@ pub fn fewest_steps<F, I>(
 where
     F: Fn() -> I + Sync,
     I: Iterator,
-    I::Item: super::cache_sim::SimRequest,
+    I::Item: SimRequest,
 {
     let (served, warmup) = (warm.served(), warm.settings().warmup);
     if served != warmup {

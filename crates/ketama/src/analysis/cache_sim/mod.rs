@@ -26,8 +26,11 @@
 
 use std::collections::HashMap;
 
-pub use super::fewest_steps::{fewest_steps, Schedule, ScheduleError, LADDER_BP};
-use super::lru::Lru;
+mod fewest_steps;
+
+pub use fewest_steps::{fewest_steps, Schedule, ScheduleError, LADDER_BP};
+
+use crate::analysis::lru::Lru;
 use crate::mix::{fnv1a64, mix64};
 use crate::ring::Ring;
 
