@@ -11,7 +11,7 @@
 //!   nginx 1.22's header rules in [`fields`]); an HTTP/2 stream's by the
 //!   `h2` crate ([`h2`]). Either is a [`request::Req`] from then on.
 //! - **route**: [`exchange`], one request for either protocol (the
-//!   client's side a [`exchange::Client`]: [`h1::H1Client`],
+//!   client's side a [`attempt::Client`]: [`h1::H1Client`],
 //!   [`h2::H2Client`]): one library call for the route, then attempts in
 //!   failover order under [`crate::policy`]; its [`record::Record`] is
 //!   what it leaves behind.
@@ -35,6 +35,7 @@ use crate::access_log::AccessLog;
 use crate::metrics::Metrics;
 use crate::state::StateReader;
 
+pub mod attempt;
 pub mod body;
 pub mod buffers;
 pub mod copy;

@@ -306,6 +306,15 @@ impl Drop for ResponseHead {
     }
 }
 
+/// A response head larger than this is refused.
+pub const MAX_RESPONSE_HEAD: usize = 1 << 20;
+
+/// Whether a response head is an interim one the router drops (a `1xx`
+/// other than `101`).
+pub fn interim(status: u16) -> bool {
+    (100..200).contains(&status) && status != 101
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -31,8 +31,7 @@ use tokio::io::AsyncWrite;
 use super::body::{push_chunk, push_last_chunk};
 use super::copy::{Flow, Sink};
 use super::io::{poll_write_parts, Buffered, Parts, UpstreamIo};
-use super::response_head::ResponseHead;
-use super::upstream_h1::MAX_RESPONSE_HEAD;
+use super::response_head::{interim, ResponseHead, MAX_RESPONSE_HEAD};
 use crate::policy::{Failure, Stage};
 
 /// What sending the request came to.
@@ -88,7 +87,7 @@ impl UpstreamSink<'_> {
             }
             loop {
                 match self.head.parse(self.up.pending()) {
-                    Ok(true) if super::upstream_h1::interim(self.head.status) => {
+                    Ok(true) if interim(self.head.status) => {
                         self.up.consume(self.head.len);
                         self.up.compact();
                         self.head.restart();

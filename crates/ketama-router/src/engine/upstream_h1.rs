@@ -11,28 +11,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use super::attempt::{failed, send_failed, Client, ClientFailure, Respond, Tried};
 use super::body::Framing;
 use super::copy::{copy, BodyError, BodySource, Copied, CopyError, Flow};
-use super::exchange::{failed, send_failed, Client, ClientFailure, Respond, Tried};
 use super::head_write::{self, Upstream};
 use super::io::{Buffered, ReadError, UpstreamIo};
 use super::record::Record;
 use super::request::Req;
-use super::response_head::{H1Response, ResponseHead};
+use super::response_head::{interim, H1Response, ResponseHead, MAX_RESPONSE_HEAD};
 use super::upload::{Sent, UpstreamSink};
 use super::upstream::H1Conn;
 use super::{buffers, Engine};
 use crate::policy::{Failure, Stage};
 use crate::state::RoutingState;
-
-/// A response head larger than this is refused.
-pub const MAX_RESPONSE_HEAD: usize = 1 << 20;
-
-/// Whether a response head is an interim one the router drops (a `1xx`
-/// other than `101`).
-pub fn interim(status: u16) -> bool {
-    (100..200).contains(&status) && status != 101
-}
 
 /// One attempt at the HTTP/1 backend `conn`.
 pub async fn attempt<C: Client>(

@@ -11,10 +11,10 @@ use std::time::Duration;
 
 use ketama_config::model::ServerSection;
 
+use super::attempt::{Client, ClientFailure, Respond, SMALL_BODY};
 use super::body::{push_chunk, push_last_chunk, Framing};
 use super::buffers;
 use super::copy::{BodyError, BodySource, Flow, Piece, Sink, Source};
-use super::exchange::{Client, ClientFailure, Respond, SMALL_BODY};
 use super::head_write::{self, Downstream};
 use super::io::{Buffered, ClientIo, UpstreamIo};
 use super::request::{H1Request, Req};

@@ -19,9 +19,10 @@ use ketama_config::model::ServerSection;
 
 use super::body::{H2Sink, RecvSource};
 use super::Open;
+use crate::engine::attempt::{Client, ClientFailure, Respond, SMALL_BODY};
 use crate::engine::body::Framing;
 use crate::engine::copy::{Flow, Sink, Source};
-use crate::engine::exchange::{self, Client, ClientFailure, Ended, Respond, SMALL_BODY};
+use crate::engine::exchange::{self, Ended};
 use crate::engine::fields::connection_specific;
 use crate::engine::head_write::answer_body;
 use crate::engine::io::{Buffered, UpstreamIo};

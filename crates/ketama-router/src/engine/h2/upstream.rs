@@ -25,9 +25,9 @@ use http::HeaderName;
 
 use super::body::{H2Sink, RecvSource};
 use super::conns::Sender;
+use crate::engine::attempt::{failed, send_failed, Client, ClientFailure, Respond, Tried};
 use crate::engine::body::Framing;
 use crate::engine::copy::{copy, Copied, CopyError};
-use crate::engine::exchange::{failed, send_failed, Client, ClientFailure, Respond, Tried};
 use crate::engine::fields::connection_specific;
 use crate::engine::grpc;
 use crate::engine::head_write::{forwarded_as_sent, write_forwarded_for, Upstream};
