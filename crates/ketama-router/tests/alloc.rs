@@ -182,7 +182,6 @@ fn routing_a_request_allocates_nothing() {
                 let d = Downstream {
                     keep_alive: true,
                     chunked: false,
-                    length: None,
                     date,
                 };
                 head_write::response_head(

@@ -61,9 +61,6 @@ pub struct Respond<'a> {
     /// How the backend delimits its body (`Framing::Empty` for one with
     /// none).
     pub framing: Framing,
-    /// The body's length when known otherwise (an HTTP/2 backend's
-    /// `content-length`).
-    pub length: Option<u64>,
     /// It came before the request's body was all sent (neither
     /// connection is kept).
     pub early: bool,

@@ -166,9 +166,6 @@ pub struct Downstream<'a> {
     pub keep_alive: bool,
     /// The body goes to the client chunked.
     pub chunked: bool,
-    /// `Content-Length` the router writes (a backend's HTTP/2 response
-    /// whose length it knows from its own field).
-    pub length: Option<u64>,
     /// The `Date` value.
     pub date: &'a [u8],
 }
@@ -197,9 +194,6 @@ pub fn response_head<'k>(
         if !switching && RESPONSE_SKIP.iter().any(|n| name.eq_ignore_ascii_case(n)) {
             continue;
         }
-        if d.length.is_some() && name.eq_ignore_ascii_case(b"content-length") {
-            continue;
-        }
         out.extend_from_slice(name);
         out.extend_from_slice(b": ");
         out.extend_from_slice(value);
@@ -215,10 +209,6 @@ pub fn response_head<'k>(
         });
         if d.chunked {
             out.extend_from_slice(b"Transfer-Encoding: chunked\r\n");
-        } else if let Some(n) = d.length {
-            out.extend_from_slice(b"Content-Length: ");
-            out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
-            out.extend_from_slice(b"\r\n");
         }
     }
     for (name, value) in ketama {

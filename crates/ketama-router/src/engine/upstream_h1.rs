@@ -103,7 +103,6 @@ pub async fn attempt<C: Client>(
     let reusable = !head.close && framing != Framing::UntilClose && !early && !switching;
     let respond = Respond {
         framing,
-        length: None,
         early,
         ketama: r.ketama_fields(state, n),
     };

@@ -259,11 +259,7 @@ impl Client for H1Client<'_> {
         r: Respond<'_>,
     ) -> Result<impl Sink<Error = SendError> + '_, SendError> {
         let switching = head.status() == 101;
-        let framing = if r.length.is_some() {
-            Framing::Length(r.length.unwrap_or(0))
-        } else {
-            r.framing
-        };
+        let framing = r.framing;
         self.keep = !r.early && !switching && self.keep_alive(Some(framing));
         let chunked = framing == Framing::Chunked && self.c.head.http11;
         let mut out = buffers::take();
@@ -271,7 +267,6 @@ impl Client for H1Client<'_> {
         let d = Downstream {
             keep_alive: self.keep,
             chunked,
-            length: r.length,
             date: &date,
         };
         head_write::response_head(head, &d, r.ketama.iter(), &mut out);

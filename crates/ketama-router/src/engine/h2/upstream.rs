@@ -391,7 +391,6 @@ async fn relay<C: Client>(
         };
     let respond = Respond {
         framing,
-        length: None,
         early: false,
         ketama: r.ketama_fields(state, n),
     };
