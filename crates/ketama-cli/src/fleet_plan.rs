@@ -7,8 +7,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context as _;
 use clap::{Args, Subcommand};
 use ketama_fleet::etcd::{Client, Compare};
-use ketama_fleet::plan::controller::{self, Command, Controller, Outcome};
-use ketama_fleet::plan::{PlanState, Status};
+use ketama_fleet::plan::controller::{self, Controller, Outcome};
+use ketama_fleet::plan::transition::{apply, Applied, Command, Event};
+use ketama_fleet::plan::{Phase, PlanSpec, PlanState, Status};
 use ketama_fleet::Keys;
 
 use crate::fleet_etcd::{client, EtcdArgs};
@@ -100,11 +101,16 @@ pub fn run(a: PlanArgs) -> anyhow::Result<()> {
     match a.command {
         PlanCommand::Run(r) => run_plan(r),
         PlanCommand::Status(s) => status(s),
-        PlanCommand::Pause(p) => command(&p.etcd, "pause", false),
-        PlanCommand::Resume(p) => command(&p.etcd, "resume", false),
-        PlanCommand::Abort(a) => command(&a.etcd, "abort", a.rollback),
-        PlanCommand::Approve(p) => command(&p.etcd, "approve", false),
-        PlanCommand::Promote(p) => command(&p.etcd, "promote", false),
+        PlanCommand::Pause(p) => command(&p.etcd, Command::Pause),
+        PlanCommand::Resume(p) => command(&p.etcd, Command::Resume),
+        PlanCommand::Abort(a) => command(
+            &a.etcd,
+            Command::Abort {
+                rollback: a.rollback,
+            },
+        ),
+        PlanCommand::Approve(p) => command(&p.etcd, Command::Approve),
+        PlanCommand::Promote(p) => command(&p.etcd, Command::Promote),
     }
 }
 
@@ -136,7 +142,9 @@ fn run_plan(a: RunArgs) -> anyhow::Result<()> {
     let ctl = Controller::start(&c, &keys, plan, controller_id(), prometheus, &mut log)?;
     let outcome = ctl.run()?;
     let (_, state) = controller::read_plan(&c, &keys)?;
-    let reason = state.and_then(|s| s.reason).unwrap_or_default();
+    let reason = state
+        .and_then(|s| s.reason().map(str::to_string))
+        .unwrap_or_default();
     match outcome {
         Outcome::Completed => {
             println!("plan completed");
@@ -183,30 +191,31 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
 /// Asks the running controller to act, and waits (10 s at most) until the
 /// state shows it did; with no controller, acts on the state itself
 /// (pause, abort) or says how to resume.
-fn command(a: &EtcdArgs, what: &str, rollback: bool) -> anyhow::Result<()> {
+fn command(a: &EtcdArgs, what: Command) -> anyhow::Result<()> {
     let (c, keys) = client(a)?;
-    let (_, state) = controller::read_plan(&c, &keys)?;
-    let Some(state) = state.filter(|s| s.status.active()) else {
+    let (spec, state) = controller::read_plan(&c, &keys)?;
+    let (Some(spec), Some(state)) = (spec, state.filter(|s| s.status().active())) else {
         anyhow::bail!(
-            "no active plan under {}rollout-plan/: nothing to {what}",
-            keys.prefix()
+            "no active plan under {}rollout-plan/: nothing to {}",
+            keys.prefix(),
+            what.name()
         );
     };
-    match (what, state.gate) {
-        ("resume", Some(g)) => anyhow::bail!(
+    match (what, state.gate()) {
+        (Command::Resume, Some(g)) => anyhow::bail!(
             "the plan waits at stage {}'s gate: `ketama fleet plan approve` applies its first step",
             g + 1
         ),
-        ("approve", None) => anyhow::bail!(
+        (Command::Approve, None) => anyhow::bail!(
             "the plan waits at no gate (it is {} at stage {}): nothing to approve",
-            state.status.name(),
-            state.stage + 1
+            state.status().name(),
+            state.stage() + 1
         ),
-        ("promote", _) if state.status != Status::Running || state.step.is_none() => {
+        (Command::Promote, _) if !matches!(state.phase(), Phase::Holding { .. }) => {
             anyhow::bail!(
                 "only a running plan's step can be promoted: the plan is {}{}",
-                state.status.name(),
-                if state.step.is_none() {
+                state.status().name(),
+                if state.step().is_none() {
                     " before its first step"
                 } else {
                     ""
@@ -216,78 +225,78 @@ fn command(a: &EtcdArgs, what: &str, rollback: bool) -> anyhow::Result<()> {
         _ => {}
     }
     let want = match what {
-        "pause" => Status::Paused,
-        "resume" | "approve" | "promote" => Status::Running,
-        _ => Status::Aborted,
+        Command::Pause => Status::Paused,
+        Command::Resume | Command::Approve | Command::Promote => Status::Running,
+        Command::Abort { .. } => Status::Aborted,
     };
-    if state.status == want && what != "promote" {
+    if state.status() == want && what != Command::Promote {
         println!("the plan is {} already", want.name());
         return Ok(());
     }
     let locked = c.get(&keys.plan_lock())?.0.is_some();
     if !locked {
-        return without_controller(&c, &keys, state, want, rollback);
+        return without_controller(&c, &keys, &spec, state, what);
     }
-    let cmd = serde_json::to_vec(&Command {
-        command: what.into(),
-        rollback,
-    })?;
-    c.put(&keys.plan_command(), &cmd, None)?;
+    c.put(&keys.plan_command(), &serde_json::to_vec(&what)?, None)?;
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let (_, s) = controller::read_plan(&c, &keys)?;
         let done = |s: &PlanState| match what {
-            "approve" => s.gate.is_none() && s.status == want,
-            "promote" => s.promoted_ms.is_some(),
-            _ => s.status == want,
+            Command::Approve => s.gate().is_none() && s.status() == want,
+            Command::Promote => s.promoted_ms().is_some(),
+            _ => s.status() == want,
         };
         if let Some(s) = s.filter(done) {
             println!(
                 "plan {}{}",
-                s.status.name(),
-                s.reason.map_or(String::new(), |r| format!(": {r}"))
+                s.status().name(),
+                s.reason().map_or(String::new(), |r| format!(": {r}"))
             );
             return Ok(());
         }
         if Instant::now() > deadline {
-            anyhow::bail!("the controller did not {what} the plan within 10 s: the request stays at {}; see `ketama fleet plan status`", keys.plan_command());
+            anyhow::bail!("the controller did not {} the plan within 10 s: the request stays at {}; see `ketama fleet plan status`", what.name(), keys.plan_command());
         }
         std::thread::sleep(Duration::from_millis(50));
     }
 }
 
+/// `pause` or `abort` with no controller: the plan's own transition,
+/// written on the condition that no controller took the lock meanwhile.
 fn without_controller(
     c: &Client,
     keys: &Keys,
+    spec: &PlanSpec,
     mut state: PlanState,
-    want: Status,
-    rollback: bool,
+    what: Command,
 ) -> anyhow::Result<()> {
-    if want == Status::Running {
-        anyhow::bail!("no controller runs the plan: `ketama fleet plan run` (without a file) takes it over; then {}", if state.gate.is_some() { "approve" } else { "resume" });
+    if matches!(what, Command::Resume | Command::Approve | Command::Promote) {
+        anyhow::bail!("no controller runs the plan: `ketama fleet plan run` (without a file) takes it over; then {}", if state.gate().is_some() { "approve" } else { what.name() });
     }
-    state.status = want;
-    state.owner = None;
-    state.reason = Some(match (want, rollback) {
-        (Status::Paused, _) => "paused by `ketama fleet plan pause`".into(),
-        (_, true) => "aborted and rolled back by `ketama fleet plan abort --rollback`".into(),
-        _ => "aborted by `ketama fleet plan abort`".into(),
-    });
-    let body = serde_json::to_vec(&state)?;
     let (sk, lk, rk) = (keys.plan_state(), keys.plan_lock(), keys.rollout());
-    let doc = serde_json::to_vec(&state.start)?;
-    let mut puts: Vec<(&str, &[u8], Option<i64>)> = vec![(&sk, &body, None)];
-    if rollback {
-        puts.push((&rk, &doc, None));
-    }
-    let done = c.txn(&[Compare::ModRevision(&lk, 0)], &puts, &[])?;
-    if done.is_none() {
+    let applied = apply(
+        spec,
+        &mut state,
+        Event::Unowned(what),
+        controller::now_ms(),
+        |new, rollout| -> anyhow::Result<bool> {
+            let body = serde_json::to_vec(new)?;
+            let doc = rollout.map(serde_json::to_vec).transpose()?;
+            let mut puts: Vec<(&str, &[u8], Option<i64>)> = vec![(&sk, &body, None)];
+            if let Some(doc) = &doc {
+                puts.push((&rk, doc, None));
+            }
+            Ok(c.txn(&[Compare::ModRevision(&lk, 0)], &puts, &[])?
+                .is_some())
+        },
+    )?;
+    if matches!(applied, Applied::Lost(_)) {
         anyhow::bail!("a controller took the plan meanwhile: run the command again");
     }
     println!(
         "plan {}{}",
-        want.name(),
-        if rollback {
+        state.status().name(),
+        if what == (Command::Abort { rollback: true }) {
             ", rollout back to its start"
         } else {
             ""

@@ -45,8 +45,8 @@ pub struct StageLine {
 /// Everything `status` says.
 #[derive(Serialize)]
 pub struct Report {
-    /// `running`, `paused`, `completed`, `rolled_back`, `stepped_back`,
-    /// `aborted`.
+    /// `running`, `paused` (also after stepping back), `completed`,
+    /// `rolled_back`, `aborted`.
     pub status: &'static str,
     /// Why it paused or ended.
     pub reason: Option<String>,
@@ -138,10 +138,10 @@ pub fn report(c: &Client, keys: &Keys, spec: &PlanSpec, s: &PlanState) -> anyhow
         .unwrap_or_default();
     let plan_rollout = s.intended(spec);
     let g = &spec.guards;
-    let hold_left_ms = match (s.status, s.step) {
+    let hold_left_ms = match (s.status(), s.step()) {
         (Status::Running, Some(_)) => {
-            let held = now_ms().saturating_sub(s.since_ms);
-            Some(spec.stages[s.stage].hold_ms.saturating_sub(held))
+            let held = now_ms().saturating_sub(s.since_ms());
+            Some(spec.stages[s.stage()].hold_ms.saturating_sub(held))
         }
         _ => None,
     };
@@ -152,7 +152,7 @@ pub fn report(c: &Client, keys: &Keys, spec: &PlanSpec, s: &PlanState) -> anyhow
         .map(|(i, st)| StageLine {
             stage: i + 1,
             scopes: st.scopes.clone(),
-            step: match (i.cmp(&s.stage), s.step) {
+            step: match (i.cmp(&s.stage()), s.step()) {
                 (std::cmp::Ordering::Less, _) => st.steps_bp.len(),
                 (std::cmp::Ordering::Equal, Some(k)) => k + 1,
                 _ => 0,
@@ -160,7 +160,7 @@ pub fn report(c: &Client, keys: &Keys, spec: &PlanSpec, s: &PlanState) -> anyhow
             steps: st.steps_bp.len(),
             plan_bp: share(&plan_rollout, &st.scopes),
             fleet_bp: share(&fleet_rollout, &st.scopes),
-            last_check: s.checks.iter().rev().find(|c| c.stage == i).map(|c| {
+            last_check: s.checks().iter().rev().find(|c| c.stage == i).map(|c| {
                 let f = &c.figures;
                 let r = |v: Option<f64>| v.map_or("-".to_string(), |x| format!("{x:.3}"));
                 format!(
@@ -180,7 +180,7 @@ pub fn report(c: &Client, keys: &Keys, spec: &PlanSpec, s: &PlanState) -> anyhow
         })
         .collect();
     let checks = s
-        .checks
+        .checks()
         .iter()
         .map(|c| {
             serde_json::json!({
@@ -194,17 +194,17 @@ pub fn report(c: &Client, keys: &Keys, spec: &PlanSpec, s: &PlanState) -> anyhow
         })
         .collect();
     Ok(Report {
-        status: s.status.name(),
-        reason: s.reason.clone(),
-        orphaned: s.status.active() && controller.is_none(),
+        status: s.status().name(),
+        reason: s.reason().map(str::to_string),
+        orphaned: s.status().active() && controller.is_none(),
         controller,
-        stage: s.stage + 1,
-        step: s.step.map_or(0, |k| k + 1),
-        gate: s.gate.map(|g| g + 1),
+        stage: s.stage() + 1,
+        step: s.step().map_or(0, |k| k + 1),
+        gate: s.gate().map(|g| g + 1),
         hold_left_ms,
-        failures: s.failures,
+        failures: s.streak().failures,
         failures_to_rollback: g.failures_to_rollback,
-        inconclusive: s.inconclusive,
+        inconclusive: s.streak().inconclusive,
         max_inconclusive: g.max_inconclusive,
         mismatch: mismatch(&plan_rollout, &fleet_rollout),
         plan_rollout,

@@ -15,13 +15,18 @@ use crate::plot::{err, font, FONT};
 /// The chart of `state`'s checks (`ketama fleet plan status --chart`).
 pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
     font()?;
-    if state.checks.is_empty() {
+    if state.checks().is_empty() {
         bail!("nothing to chart: the plan has no check yet");
     }
-    let t = |ms: u64| ms.saturating_sub(state.started_ms) as f64 / 1000.0;
-    let x1 = state.checks.iter().map(|c| t(c.at_ms)).fold(1.0, f64::max) * 1.02;
+    let t = |ms: u64| ms.saturating_sub(state.started_ms()) as f64 / 1000.0;
+    let x1 = state
+        .checks()
+        .iter()
+        .map(|c| t(c.at_ms))
+        .fold(1.0, f64::max)
+        * 1.02;
     let rps_max = state
-        .checks
+        .checks()
         .iter()
         .map(|c| c.figures.origin_rps)
         .fold(spec.guards.max_origin_rps.unwrap_or(1.0), f64::max)
@@ -34,7 +39,7 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
             .caption(
                 format!(
                     "Rollout plan, {}: hit ratio by ring and origin requests/s",
-                    state.status.name()
+                    state.status().name()
                 ),
                 (FONT, 17),
             )
@@ -65,7 +70,7 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
         ] {
             // A check without this ring's figure breaks its line: no line
             // is drawn across checks that measured nothing.
-            let runs = runs(state.checks.iter().map(|c| {
+            let runs = runs(state.checks().iter().map(|c| {
                 c.figures
                     .ring_hit_ratio
                     .get(ring)
@@ -107,7 +112,7 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
             },
             runs(
                 state
-                    .checks
+                    .checks()
                     .iter()
                     .map(|c| against(&c.figures).map(|b| (t(c.at_ms), b * 100.0))),
             ),
@@ -118,7 +123,7 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
                 "moved keys' hit ratio (new ring)",
                 runs(
                     state
-                        .checks
+                        .checks()
                         .iter()
                         .map(|c| c.figures.moved_hit_ratio.map(|m| (t(c.at_ms), m * 100.0))),
                 ),
@@ -144,7 +149,7 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
         }
         if let Some(drop) = spec.guards.max_hit_ratio_drop {
             let floor =
-                runs(state.checks.iter().map(|c| {
+                runs(state.checks().iter().map(|c| {
                     against(&c.figures).map(|b| (t(c.at_ms), ((b - drop) * 100.0).max(0.0)))
                 }));
             for (i, run) in floor.iter().enumerate() {
@@ -180,7 +185,7 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
                 });
         }
         let rps: Vec<(f64, f64)> = state
-            .checks
+            .checks()
             .iter()
             .map(|c| (t(c.at_ms), c.figures.origin_rps))
             .collect();
@@ -191,7 +196,7 @@ pub fn plan_svg(spec: &PlanSpec, state: &PlanState) -> anyhow::Result<String> {
             .legend(|(x, y)| PathElement::new([(x, y), (x + 24, y)], RED.mix(0.7).stroke_width(1)));
         // Each step's first check, labelled with its share.
         let mut last = None;
-        for c in &state.checks {
+        for c in state.checks() {
             if last == Some((c.stage, c.step)) {
                 continue;
             }

@@ -82,14 +82,14 @@ fn a_plan_whose_guards_hold_steps_to_the_end() {
         .unwrap();
     completed_every_step(&f, &out);
     let state = f.state().unwrap();
-    assert_eq!(state.status.name(), "completed");
+    assert_eq!(state.status().name(), "completed");
     assert!(
         state
-            .checks
+            .checks()
             .iter()
-            .any(|c| c.verdict == "pass" && c.figures.hit_ratio.is_some()),
+            .any(|c| c.verdict.name() == "pass" && c.figures.hit_ratio.is_some()),
         "{:?}",
-        state.checks
+        state.checks()
     );
     // Both routers applied the last rollout, and show the plan's end.
     for r in &f.routers {
@@ -148,12 +148,16 @@ fn a_plan_over_its_origin_guard_rolls_back() {
         serde_json::json!({"global_bp": 0, "scopes": {}})
     );
     let state = f.state().unwrap();
-    assert_eq!(state.status.name(), "rolled_back");
+    assert_eq!(state.status().name(), "rolled_back");
     assert_eq!(
-        state.checks.iter().filter(|c| c.verdict == "fail").count(),
+        state
+            .checks()
+            .iter()
+            .filter(|c| c.verdict.name() == "fail")
+            .count(),
         2,
         "{:?}",
-        state.checks
+        state.checks()
     );
     // Status shows the shares the plan went back to, as the fleet has them.
     let s = plan_status_json(&f);
@@ -181,14 +185,13 @@ fn a_hand_written_rollout_pauses_the_plan_and_abort_ends_it() {
         two_stages("60s")
     ));
     let run = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
-    wait_state(&f, Duration::from_secs(10), |s| s.step == Some(0));
+    wait_state(&f, Duration::from_secs(10), |s| s.step() == Some(0));
     let manual = f.cli(&["rollout", "--global-bp", "100"]).output().unwrap();
     assert!(manual.status.success(), "{}", output_text(&manual));
-    let s = wait_state(&f, Duration::from_secs(5), |s| s.status.name() == "paused");
-    assert!(
-        s.reason.as_deref().unwrap_or("").contains("by hand"),
-        "{s:?}"
-    );
+    let s = wait_state(&f, Duration::from_secs(5), |s| {
+        s.status().name() == "paused"
+    });
+    assert!(s.reason().unwrap_or("").contains("by hand"), "{s:?}");
     // Never overwritten while paused.
     std::thread::sleep(Duration::from_millis(500));
     assert_eq!(f.rollout()["global_bp"], 100);
@@ -196,7 +199,7 @@ fn a_hand_written_rollout_pauses_the_plan_and_abort_ends_it() {
     assert!(abort.status.success(), "{}", output_text(&abort));
     let out = run.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(3), "{}", output_text(&out));
-    assert_eq!(f.state().unwrap().status.name(), "aborted");
+    assert_eq!(f.state().unwrap().status().name(), "aborted");
     // Aborted where it was: the plan wrote val1 at 5000, the fleet has the
     // hand-written global 100, and status says so.
     let s = plan_status_json(&f);
@@ -218,7 +221,7 @@ fn an_etcd_leader_lost_mid_plan_skips_and_repeats_no_step() {
         two_stages("2000ms")
     ));
     let run = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
-    wait_state(&f, Duration::from_secs(10), |s| s.step == Some(0));
+    wait_state(&f, Duration::from_secs(10), |s| s.step() == Some(0));
     let leader = etcd.leader().expect("a leader");
     etcd.kill(leader);
     let out = run.wait_with_output().unwrap();
@@ -307,7 +310,7 @@ fn walkthrough() {
             std::thread::sleep(Duration::from_millis(50));
             continue;
         };
-        if s.gate.is_some() {
+        if s.gate().is_some() {
             // The operator looks, then opens the gate.
             capture(&mut statuses);
             let o = f.cli(&["plan", "approve"]).output().unwrap();
@@ -318,12 +321,12 @@ fn walkthrough() {
             ));
             continue;
         }
-        if s.status.name() != "running" {
+        if s.status().name() != "running" {
             capture(&mut statuses);
             break;
         }
-        let k = (s.stage, s.step);
-        if s.step.is_some() && !seen.contains(&k) {
+        let k = (s.stage(), s.step());
+        if s.step().is_some() && !seen.contains(&k) {
             // A few checks into the step, as an operator would look.
             std::thread::sleep(Duration::from_millis(2500));
             capture(&mut statuses);
@@ -402,13 +405,13 @@ fn a_plan_judged_on_prometheus_rolls_back_on_its_origin_guard() {
     );
     assert!(log.contains("above max_origin_rps 1"), "{log}");
     let state = f.state().unwrap();
-    assert_eq!(state.status.name(), "rolled_back");
+    assert_eq!(state.status().name(), "rolled_back");
     let fails: Vec<_> = state
-        .checks
+        .checks()
         .iter()
-        .filter(|c| c.verdict == "fail")
+        .filter(|c| c.verdict.name() == "fail")
         .collect();
-    assert_eq!(fails.len(), 2, "{:?}", state.checks);
+    assert_eq!(fails.len(), 2, "{:?}", state.checks());
     // One request in five is a new key: Prometheus saw origin traffic.
     assert!(
         fails

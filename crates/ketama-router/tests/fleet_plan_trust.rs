@@ -44,9 +44,11 @@ fn resume_after_a_hand_written_rollout_resumes_the_first_time() {
         "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [5000, 10000]\nhold = \"60s\"\n\n{GUARDS}max_error_ratio = 0.05\n"
     ));
     let mut run = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
-    wait_state(&f, Duration::from_secs(10), |s| s.step == Some(0));
+    wait_state(&f, Duration::from_secs(10), |s| s.step() == Some(0));
     ok(&f, &["rollout", "--global-bp", "100"]);
-    wait_state(&f, Duration::from_secs(5), |s| s.status.name() == "paused");
+    wait_state(&f, Duration::from_secs(5), |s| {
+        s.status().name() == "paused"
+    });
     // One resume: the plan runs, its step written again over the hand-made
     // rollout, and it stays running.
     let said = ok(&f, &["plan", "resume"]);
@@ -57,7 +59,7 @@ fn resume_after_a_hand_written_rollout_resumes_the_first_time() {
     );
     let until = Instant::now() + Duration::from_secs(1);
     while Instant::now() < until {
-        assert_eq!(f.state().unwrap().status.name(), "running");
+        assert_eq!(f.state().unwrap().status().name(), "running");
         std::thread::sleep(Duration::from_millis(50));
     }
     let s = status_json(&f);
@@ -79,7 +81,7 @@ fn a_killed_controller_is_taken_over_by_one_run_that_waits_out_its_lease() {
         "[[stage]]\nscopes = [\"val1\"]\nsteps_bp = [5000, 10000]\nhold = \"2500ms\"\n\n[[stage]]\nscopes = [\"ams\"]\nsteps_bp = [10000]\nhold = \"2500ms\"\n\n{GUARDS}max_error_ratio = 0.05\n"
     ));
     let mut first = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
-    let before = wait_state(&f, Duration::from_secs(10), |s| s.step == Some(1));
+    let before = wait_state(&f, Duration::from_secs(10), |s| s.step() == Some(1));
     let alive = status_json(&f);
     assert!(
         alive["controller"]["lease_ttl_s"].as_i64() > Some(0),
@@ -122,7 +124,7 @@ fn a_killed_controller_is_taken_over_by_one_run_that_waits_out_its_lease() {
     // both killed nothing moves it now. The takeover resumes there.
     let left = f.state().expect("the plan's state");
     assert!(
-        (left.stage, left.step) >= (before.stage, before.step),
+        (left.stage(), left.step()) >= (before.stage(), before.step()),
         "{left:?} is behind {before:?}"
     );
     let out = f.cli(&["plan", "run"]).output().unwrap();
@@ -132,8 +134,8 @@ fn a_killed_controller_is_taken_over_by_one_run_that_waits_out_its_lease() {
     assert!(
         log.contains(&format!(
             "at stage {}, step {}",
-            left.stage + 1,
-            left.step.map_or(0, |s| s + 1)
+            left.stage() + 1,
+            left.step().map_or(0, |s| s + 1)
         )),
         "taken over elsewhere than {left:?}: {log}"
     );
@@ -169,12 +171,12 @@ fn a_gate_waits_for_approve_promote_ends_holds_and_the_webhook_hears_it_all() {
     ));
     let started = Instant::now();
     let run = spawn(f.cli(&["plan", "run", plan.to_str().unwrap()]));
-    wait_state(&f, Duration::from_secs(10), |s| s.step == Some(0));
+    wait_state(&f, Duration::from_secs(10), |s| s.step() == Some(0));
     ok(&f, &["plan", "promote"]);
-    wait_state(&f, Duration::from_secs(10), |s| s.step == Some(1));
+    wait_state(&f, Duration::from_secs(10), |s| s.step() == Some(1));
     ok(&f, &["plan", "promote"]);
-    let s = wait_state(&f, Duration::from_secs(10), |s| s.gate.is_some());
-    assert_eq!((s.status.name(), s.gate), ("paused", Some(1)));
+    let s = wait_state(&f, Duration::from_secs(10), |s| s.gate().is_some());
+    assert_eq!((s.status().name(), s.gate()), ("paused", Some(1)));
     assert!(status_text(&f).contains("gate: stage 2 waits"));
     // The gate is opened by approve only.
     let resume = f.cli(&["plan", "resume"]).output().unwrap();
@@ -280,13 +282,13 @@ fn a_concurrent_comparison_judges_both_rings_in_the_same_interval() {
         output_text(&out)
     );
     let state = f.state().unwrap();
-    assert_eq!(state.baseline, None);
-    let judged = state.checks.iter().filter(|c| {
-        c.verdict == "pass"
+    assert_eq!(state.baseline(), None);
+    let judged = state.checks().iter().filter(|c| {
+        c.verdict.name() == "pass"
             && c.figures.unmoved_hit_ratio.is_some()
             && c.figures.moved_hit_ratio.is_some()
     });
-    assert!(judged.count() >= 2, "{:?}", state.checks);
+    assert!(judged.count() >= 2, "{:?}", state.checks());
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(log.contains("moved ") && log.contains("unmoved "), "{log}");
     f.stop();
@@ -338,11 +340,11 @@ fn the_operators_own_guards_are_checked_and_refused_where_they_cannot_be() {
     );
     let state = f.state().unwrap();
     let failed: Vec<_> = state
-        .checks
+        .checks()
         .iter()
-        .filter(|c| c.verdict == "fail")
+        .filter(|c| c.verdict.name() == "fail")
         .collect();
-    assert_eq!(failed.len(), 2, "{:?}", state.checks);
+    assert_eq!(failed.len(), 2, "{:?}", state.checks());
     for c in failed {
         assert!(c.figures.metrics["requests/s"] > 1.0, "{c:?}");
         assert!(c.figures.metrics["some requests"] >= 20.0, "{c:?}");

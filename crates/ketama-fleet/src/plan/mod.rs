@@ -19,9 +19,12 @@ pub mod metrics;
 pub mod notify;
 pub mod prometheus;
 pub mod spec;
+mod state;
+pub mod transition;
 mod values;
 
 pub use spec::{CompareWith, Guards, Notify, OnFailure, PlanError, PlanSpec, Stage};
+pub use state::{Check, CheckVerdict, End, Phase, PlanState, Status, Streak, KEPT_CHECKS};
 
 /// The rollout document (`PREFIX/rollout`, the router's `PUT /rollout`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -32,118 +35,6 @@ pub struct RolloutDoc {
     #[serde(default)]
     pub scopes: BTreeMap<String, u32>,
 }
-
-/// Where a plan is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// Measuring the baseline, or stepping.
-    Running,
-    /// Waiting for `resume` or `abort`.
-    Paused,
-    /// Every stage at its last step.
-    Completed,
-    /// The guards failed and the plan's scopes went back to their start.
-    RolledBack,
-    /// Stepped one step back after failing guards (and paused).
-    SteppedBack,
-    /// Stopped by `abort`.
-    Aborted,
-}
-
-impl Status {
-    /// Whether the plan still has a controller's attention.
-    pub fn active(self) -> bool {
-        matches!(self, Status::Running | Status::Paused)
-    }
-
-    /// Its name, as `plan status` prints it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Status::Running => "running",
-            Status::Paused => "paused",
-            Status::Completed => "completed",
-            Status::RolledBack => "rolled_back",
-            Status::SteppedBack => "stepped_back",
-            Status::Aborted => "aborted",
-        }
-    }
-}
-
-/// One check of the guards, as recorded in the state.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Check {
-    /// When, milliseconds since the Unix epoch.
-    pub at_ms: u64,
-    /// The stage and step it judged (0-based).
-    pub stage: usize,
-    /// The step's index in the stage.
-    pub step: usize,
-    /// The figures it judged by.
-    pub figures: guards::Figures,
-    /// `pass`, `fail` or `inconclusive`.
-    pub verdict: String,
-    /// Why it failed or was inconclusive.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reasons: Vec<String>,
-}
-
-/// A plan's progress, stored at `PREFIX/rollout-plan/state`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PlanState {
-    /// Where it is.
-    pub status: Status,
-    /// The stage being stepped (0-based).
-    pub stage: usize,
-    /// The step applied in that stage; `None` before its first (the
-    /// baseline is measured before the plan's first step).
-    pub step: Option<usize>,
-    /// When the current step (or the baseline) began, ms since the epoch.
-    pub since_ms: u64,
-    /// When the plan began.
-    pub started_ms: u64,
-    /// The rollout when the plan began (rollback returns to it).
-    pub start: RolloutDoc,
-    /// Per scope (`""`: routers without one), the hits and origin
-    /// contacts over the baseline window; `None` until measured.
-    pub baseline: Option<BTreeMap<String, (u64, u64)>>,
-    /// The last checks, newest last (at most [`KEPT_CHECKS`]).
-    pub checks: Vec<Check>,
-    /// Failed checks in a row.
-    pub failures: u32,
-    /// The controller running it (its id), when one does.
-    pub owner: Option<String>,
-    /// Why it paused or ended, when not by completing.
-    pub reason: Option<String>,
-    /// Inconclusive checks in a row (`max_inconclusive` of them count as
-    /// one failed check).
-    #[serde(default)]
-    pub inconclusive: u32,
-    /// The stage (0-based) whose gate the plan waits at, paused, for
-    /// `ketama fleet plan approve`.
-    #[serde(default)]
-    pub gate: Option<usize>,
-    /// When `ketama fleet plan promote` ended the current step's hold: the
-    /// next passing check advances.
-    #[serde(default)]
-    pub promoted_ms: Option<u64>,
-    /// The rollout the plan wrote last (what the fleet should be at).
-    #[serde(default)]
-    pub written: Option<RolloutDoc>,
-}
-
-impl PlanState {
-    /// The rollout the plan last wrote (for states stored before it was
-    /// recorded: the one its stage and step imply).
-    pub fn intended(&self, spec: &PlanSpec) -> RolloutDoc {
-        self.written
-            .clone()
-            .unwrap_or_else(|| rollout_at(spec, &self.start, self.stage, self.step))
-    }
-}
-
-/// Checks kept in the state.
-pub const KEPT_CHECKS: usize = 200;
 
 /// The rollout a plan has written once `stage` is at `step` (`None`: the
 /// stage not started), from the rollout at plan start: every earlier

@@ -18,6 +18,7 @@ pub mod diff;
 pub mod differential;
 pub mod dns;
 pub mod echo;
+pub mod etcd_race;
 pub mod fleet;
 pub mod grpc;
 pub mod h2gen;

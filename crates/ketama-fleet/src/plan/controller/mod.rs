@@ -1,5 +1,9 @@
 //! The controller: drives a fleet through a plan, one etcd transaction
-//! per step, and stops where the plan says.
+//! per step, and stops where the plan says. It measures (the baseline,
+//! the guards' figures: `measure.rs`), reads commands (`commands.rs`) and
+//! hands each as an event to the plan's transition
+//! ([`transition::apply`]); the state it holds is always the one etcd
+//! holds, replaced only once its transaction succeeded.
 //!
 //! It holds `PREFIX/rollout-plan/lock` under a lease, so two controllers
 //! never drive one fleet and one started after another died (its lease
@@ -16,16 +20,17 @@
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde::{Deserialize, Serialize};
-
-mod actions;
 mod commands;
+mod measure;
 
 use super::notify::Notifier;
 use super::prometheus::Prometheus;
-use super::{rollout_at, PlanSpec, PlanState, RolloutDoc, Status};
+use super::transition::{self, Applied, Event, Write};
+use super::{End, Phase, PlanSpec, PlanState, RolloutDoc};
 use crate::etcd::{Client, Compare, EtcdError};
 use crate::{registrations, Keys, Registration};
+
+pub use super::transition::Command;
 
 /// How a controller's run ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,16 +79,6 @@ pub enum RunError {
     /// The lock was lost (its lease expired, or someone deleted it).
     #[error("this controller lost the plan's lock: another may run it now; see `ketama fleet plan status`")]
     LostLock,
-}
-
-/// A command for the running controller (`PREFIX/rollout-plan/command`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Command {
-    /// `pause`, `resume`, `abort`, `approve` or `promote`.
-    pub command: String,
-    /// With `abort`: back to the shares at plan start.
-    #[serde(default)]
-    pub rollback: bool,
 }
 
 /// The shortest lease a controller holds the plan's lock under.
@@ -141,10 +136,10 @@ impl<'a> Controller<'a> {
         };
         let (stored_spec, stored_state) = read_plan(client, keys)?;
         if let (Some((_, _, _)), Some(s)) = (&parsed, &stored_state) {
-            if s.status.active() {
+            if s.status().active() {
                 return Err(RunError::Active {
-                    status: s.status.name(),
-                    stage: s.stage + 1,
+                    status: s.status().name(),
+                    stage: s.stage() + 1,
                 });
             }
         }
@@ -193,11 +188,18 @@ impl<'a> Controller<'a> {
             prometheus,
             log,
         };
-        let (stage, step) = (c.state.stage + 1, c.state.step.map_or(0, |s| s + 1));
+        if plan.is_none() {
+            let id = c.id.clone();
+            if let Err(e) = c.apply(Event::TakenOver { id }, 0) {
+                let _ = client.revoke(lease);
+                return Err(e);
+            }
+        }
+        let (stage, step) = (c.state.stage() + 1, c.state.step().map_or(0, |s| s + 1));
         let what = format!(
             "controller {} runs the plan: {} at stage {stage}, step {step}",
             c.id,
-            c.state.status.name()
+            c.state.status().name()
         );
         c.event("started", what);
         Ok(c)
@@ -236,24 +238,8 @@ impl<'a> Controller<'a> {
                     scrape,
                 )?;
                 let (rollout, _) = client.get(&keys.rollout())?;
-                let now = now_ms();
-                let state = PlanState {
-                    status: Status::Running,
-                    stage: 0,
-                    step: None,
-                    since_ms: now,
-                    started_ms: now,
-                    start: doc_of(rollout.as_ref().map(|kv| &kv.value[..])),
-                    baseline: None,
-                    checks: Vec::new(),
-                    failures: 0,
-                    owner: Some(id.to_string()),
-                    reason: None,
-                    inconclusive: 0,
-                    gate: None,
-                    promoted_ms: None,
-                    written: None,
-                };
+                let start = doc_of(rollout.as_ref().map(|kv| &kv.value[..]));
+                let state = PlanState::begin(start, id, now_ms());
                 let spec_json = serde_json::to_vec(&spec).unwrap_or_default();
                 let state_json = serde_json::to_vec(&state).unwrap_or_default();
                 let (sk, tk, ck) = (keys.plan_spec(), keys.plan_state(), keys.plan_command());
@@ -266,16 +252,11 @@ impl<'a> Controller<'a> {
                 Ok((spec, state))
             }
             None => {
-                let (Some(spec), Some(mut state)) = (stored_spec, stored_state) else {
+                let (Some(spec), Some(state)) = (stored_spec, stored_state) else {
                     return Err(RunError::NoPlan);
                 };
-                if !state.status.active() {
+                if !state.status().active() {
                     return Err(RunError::NoPlan);
-                }
-                state.owner = Some(id.to_string());
-                // A baseline cut short by the controller's death starts over.
-                if state.step.is_none() {
-                    state.since_ms = now_ms();
                 }
                 Ok((spec, state))
             }
@@ -318,56 +299,68 @@ impl<'a> Controller<'a> {
         let s = &self.state;
         n.send(serde_json::json!({
             "event": kind,
-            "status": s.status.name(),
-            "stage": s.stage + 1,
-            "step": s.step.map_or(0, |k| k + 1),
+            "status": s.status().name(),
+            "stage": s.stage() + 1,
+            "step": s.step().map_or(0, |k| k + 1),
             "message": message,
             "at_ms": now_ms(),
-            "rollout": s.written,
-            "reason": s.reason,
+            "rollout": s.intended(&self.spec),
+            "reason": s.reason(),
         }));
     }
 
-    /// What the plan has written, as the state says.
-    fn expected(&self) -> RolloutDoc {
-        rollout_at(
+    /// Runs `event` through the plan's transition and writes the new
+    /// state (with the rollout it asks for) in one transaction, on the
+    /// lock and on the rollout's revision `at`: the state is kept only
+    /// once written. Then the log and the webhook hear what happened.
+    fn apply(&mut self, event: Event, at: i64) -> Result<Applied, RunError> {
+        let (client, keys, id) = (self.client, self.keys, self.id.as_str());
+        let applied = transition::apply(
             &self.spec,
-            &self.state.start,
-            self.state.stage,
-            self.state.step,
-        )
+            &mut self.state,
+            event,
+            now_ms(),
+            |state, rollout| commit(client, keys, id, state, rollout.map(|d| (d, at))),
+        )?;
+        let writes = match &applied {
+            Applied::Unchanged => return Ok(applied),
+            Applied::Lost(writes) => {
+                for w in writes {
+                    if let Write::Notify { message, .. } | Write::Log(message) = w {
+                        self.say(format!("not written (the rollout changed after revision {at}; the next round reads it again): {message}"));
+                    }
+                }
+                return Ok(applied);
+            }
+            Applied::Kept(writes) => writes,
+        };
+        for w in writes {
+            match w {
+                Write::Rollout(_) => {
+                    // A new step's window: the checks measure from here.
+                    self.before = Some((Instant::now(), registrations(self.client, self.keys)?));
+                    self.last_check = None;
+                }
+                Write::Notify { kind, message } => self.event(kind, message.clone()),
+                Write::Log(line) => self.say(line.clone()),
+            }
+        }
+        Ok(applied)
     }
 
-    /// Writes the state (with `rollout`, when given) in one transaction,
-    /// on the lock and on the rollout's revision `at`. `Ok(false)`: the
-    /// rollout changed meanwhile (nothing written).
-    fn write(&mut self, rollout: Option<(&RolloutDoc, i64)>) -> Result<bool, RunError> {
-        let (lock, sk, rk) = (
-            self.keys.plan_lock(),
-            self.keys.plan_state(),
-            self.keys.rollout(),
-        );
-        let before = self.state.written.clone();
-        if let Some((d, _)) = rollout {
-            self.state.written = Some(d.clone());
+    /// How the run ends, once the state says it does.
+    fn outcome(&self) -> Option<Outcome> {
+        match self.state.phase() {
+            Phase::Ended { end, .. } => Some(match end {
+                End::Completed => Outcome::Completed,
+                End::RolledBack => Outcome::RolledBack,
+                End::Aborted => Outcome::Aborted,
+            }),
+            Phase::Paused {
+                stepped_back: true, ..
+            } => Some(Outcome::SteppedBack),
+            _ => None,
         }
-        let state = serde_json::to_vec(&self.state).unwrap_or_default();
-        let doc = rollout.map(|(d, _)| serde_json::to_vec(d).unwrap_or_default());
-        let mut compares = vec![Compare::Value(&lock, self.id.as_bytes())];
-        let mut puts: Vec<(&str, &[u8], Option<i64>)> = vec![(&sk, &state, None)];
-        if let (Some((_, at)), Some(doc)) = (rollout, &doc) {
-            compares.push(Compare::ModRevision(&rk, at));
-            puts.push((&rk, doc, None));
-        }
-        if self.client.txn(&compares, &puts, &[])?.is_some() {
-            return Ok(true);
-        }
-        self.state.written = before;
-        let holder = self.client.get(&lock)?.0;
-        if holder.is_none_or(|kv| kv.value != self.id.as_bytes()) {
-            return Err(RunError::LostLock);
-        }
-        Ok(false)
     }
 
     /// Runs the plan until it ends; etcd errors are retried (the state is
@@ -385,13 +378,13 @@ impl<'a> Controller<'a> {
                     attempt += 1;
                     self.say(format!("etcd: {e}; retrying"));
                     std::thread::sleep(Duration::from_millis((100u64 << attempt.min(5)).min(3000)));
+                    // A transaction whose answer was lost may have been
+                    // applied: what etcd holds is the state.
                     if let Ok((_, Some(s))) = read_plan(self.client, self.keys) {
-                        if s.stage != self.state.stage || s.step != self.state.step {
-                            // A step whose answer was lost was applied.
+                        if (s.stage(), s.step()) != (self.state.stage(), self.state.step()) {
                             self.before = None;
                         }
                         self.state = s;
-                        self.state.owner = Some(self.id.clone());
                     }
                     continue;
                 }
@@ -423,55 +416,65 @@ impl<'a> Controller<'a> {
         let (rollout, _) = self.client.get(&self.keys.rollout())?;
         let at = rollout.as_ref().map_or(0, |kv| kv.mod_revision);
         let current = doc_of(rollout.as_ref().map(|kv| &kv.value[..]));
-        match self.command(at)? {
-            commands::Acted::Ended(out) => return Ok(Some(out)),
+        if let Some(acted) = self.command(at)? {
             // What the round read is out of date: the next reads again.
-            commands::Acted::Wrote => return Ok(None),
-            commands::Acted::Nothing => {}
+            return Ok(acted);
         }
-        if self.state.status != Status::Running {
+        if !self.state.running() {
             return Ok(None);
         }
-        if current != self.expected() {
-            self.state.status = Status::Paused;
-            self.state.reason = Some(format!(
-                "the rollout was written by hand (revision {at}): paused; `ketama fleet plan resume` writes the plan's current step again, `abort` ends it"
-            ));
-            let reason = self.state.reason.clone().unwrap_or_default();
-            self.write(None)?;
-            self.event("paused", reason);
-            return Ok(None);
+        if current != self.state.intended(&self.spec) {
+            self.apply(Event::HandWritten { revision: at }, at)?;
+            return Ok(self.outcome());
         }
-        let g = self.spec.guards.clone();
-        let elapsed = now_ms().saturating_sub(self.state.since_ms);
-        let Some(step) = self.state.step else {
-            return self.baseline(elapsed, &current, at);
-        };
-        if elapsed >= g.warmup_ms
-            && self
-                .last_check
-                .is_none_or(|t| t.elapsed() >= Duration::from_millis(g.interval_ms))
-        {
-            if let Some(out) = self.check(step, at)? {
-                return Ok(Some(out));
+        match self.state.phase() {
+            Phase::Baseline { .. } => self.baseline(at)?,
+            Phase::Holding { .. } => {
+                let g = &self.spec.guards;
+                let elapsed = now_ms().saturating_sub(self.state.since_ms());
+                let due = self
+                    .last_check
+                    .is_none_or(|t| t.elapsed() >= Duration::from_millis(g.interval_ms));
+                if elapsed >= g.warmup_ms && due {
+                    self.check(at)?;
+                }
+                if self.state.running() {
+                    self.apply(Event::Tick, at)?;
+                }
             }
+            _ => {}
         }
-        let stage = &self.spec.stages[self.state.stage];
-        let last =
-            self.state.checks.iter().rev().find(|c| {
-                c.stage == self.state.stage && c.step == step && c.verdict != "inconclusive"
-            });
-        let passed = last.is_some_and(|c| c.verdict == "pass");
-        // `promote` ends the hold once a check made after it passed.
-        let promoted = self
-            .state
-            .promoted_ms
-            .is_some_and(|t| last.is_some_and(|c| c.at_ms >= t));
-        if (elapsed >= stage.hold_ms || promoted) && passed && self.state.failures == 0 {
-            return self.advance(step, at);
-        }
-        Ok(None)
+        Ok(self.outcome())
     }
+}
+
+/// Writes `state` (with `rollout`, when given) in one transaction, on the
+/// lock holding `id` and on the rollout's revision `at`. `Ok(false)`: the
+/// rollout changed meanwhile (nothing written).
+fn commit(
+    client: &Client,
+    keys: &Keys,
+    id: &str,
+    state: &PlanState,
+    rollout: Option<(&RolloutDoc, i64)>,
+) -> Result<bool, RunError> {
+    let (lock, sk, rk) = (keys.plan_lock(), keys.plan_state(), keys.rollout());
+    let body = serde_json::to_vec(state).unwrap_or_default();
+    let doc = rollout.map(|(d, _)| serde_json::to_vec(d).unwrap_or_default());
+    let mut compares = vec![Compare::Value(&lock, id.as_bytes())];
+    let mut puts: Vec<(&str, &[u8], Option<i64>)> = vec![(&sk, &body, None)];
+    if let (Some((_, at)), Some(doc)) = (rollout, &doc) {
+        compares.push(Compare::ModRevision(&rk, at));
+        puts.push((&rk, doc, None));
+    }
+    if client.txn(&compares, &puts, &[])?.is_some() {
+        return Ok(true);
+    }
+    let holder = client.get(&lock)?.0;
+    if holder.is_none_or(|kv| kv.value != id.as_bytes()) {
+        return Err(RunError::LostLock);
+    }
+    Ok(false)
 }
 
 /// Takes the plan's lock under `lease`. Held by another controller: waits
