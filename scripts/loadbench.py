@@ -5,7 +5,8 @@ LoadBalancer<KetamaHashing>, given every fair setting) and nginx, over
 loopback origins served by one nginx worker. Prints markdown tables.
 
 Arguments: BIN_DIR SECONDS ROUNDS SECTIONS (comma-separated of throughput,
-alloc, balance, scale, flood, access_log, tls, bodies, conns, cost, keys). The
+alloc, balance, scale, flood, access_log, tls, bodies, conns, cost, keys, h2,
+grpc, h2bodies). The
 figures every section leaves in SUMMARY end in one summary table, and the
 bodies section's in a chart (docs/loadbench-bodies.svg and .png).
 """
@@ -565,6 +566,10 @@ for section in SECTIONS:
     if section == "keys":
         import loadbench_keys
         loadbench_keys.keys(sys.modules[__name__])
+        continue
+    if section == "h2bodies":
+        import loadbench_h2bodies
+        loadbench_h2bodies.h2bodies(sys.modules[__name__])
         continue
     if section == "grpc":
         import loadbench_grpc

@@ -2,7 +2,7 @@
 //! handshake and which protocol each speaks, before the engine serves it
 //! ([`crate::engine`]).
 //!
-//! [`Guarded`] sits between a listener and the engine. For each accepted
+//! [`Admission`] sits between a listener and the engine. For each accepted
 //! connection it:
 //!
 //! 1. closes it at once past `server.max_connections` (TLS connections
@@ -36,11 +36,11 @@ use crate::state::StateReader;
 /// The connection guard of a listener (see the module docs). The limits
 /// and certificates are the current routing state's, read at each accept,
 /// so a reload changes them for new connections.
-pub struct Guarded {
+pub struct Admission {
     /// The limit when the config sets none (derived from the file limit).
     default_max_connections: usize,
     /// The client connections' graceful stop, shared by every listener.
-    pub counts: Arc<Drain>,
+    pub drain: Arc<Drain>,
     /// Whether this guard's listeners speak TLS.
     tls: bool,
     /// The current limits and certificates.
@@ -51,30 +51,30 @@ pub struct Guarded {
     engine: Arc<Engine>,
 }
 
-impl Guarded {
+impl Admission {
     /// The guard of plain listeners.
     pub fn new(
         default_max_connections: usize,
         routing: StateReader,
         metrics: Arc<Metrics>,
         engine: Arc<Engine>,
-        counts: Arc<Drain>,
+        drain: Arc<Drain>,
     ) -> Self {
-        Guarded {
+        Admission {
             engine,
             default_max_connections,
-            counts,
+            drain,
             tls: false,
             routing,
             metrics,
         }
     }
 
-    /// The same engine, limit and counts, for TLS listeners.
+    /// The same engine, limit and drain, for TLS listeners.
     pub fn tls_twin(&self) -> Self {
-        Guarded {
+        Admission {
             default_max_connections: self.default_max_connections,
-            counts: self.counts.clone(),
+            drain: self.drain.clone(),
             tls: true,
             routing: self.routing.clone(),
             metrics: self.metrics.clone(),
@@ -138,7 +138,7 @@ impl Guarded {
                 early,
                 ends,
                 self.engine.clone(),
-                self.counts.clone(),
+                self.drain.clone(),
                 slot,
             );
             // Boxed: an HTTP/2 connection's driver is large and rare
@@ -151,7 +151,7 @@ impl Guarded {
             peer: ends,
             since: Instant::now(),
             engine: self.engine.clone(),
-            drain: self.counts.clone(),
+            drain: self.drain.clone(),
             open: slot,
         };
         crate::engine::h1::conn::serve(client, early).await;

@@ -22,7 +22,7 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use crate::admin::serve::AdminServer;
-use crate::conn::Guarded;
+use crate::conn::Admission;
 use crate::service::ShutdownWatch;
 
 /// What serves a listener's connections.
@@ -30,7 +30,7 @@ use crate::service::ShutdownWatch;
 pub enum App {
     /// The engine, behind the connection guard (proxy and TLS listeners;
     /// accepted on every worker thread).
-    Engine(Arc<Guarded>),
+    Engine(Arc<Admission>),
     /// The admin API (accepted on the control runtime).
     Admin(Arc<AdminServer>),
 }

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::conn::Guarded;
+use crate::conn::Admission;
 use crate::listen::{App, Listener};
 use crate::metrics::Metrics;
 use crate::service::{Background, ShutdownWatch};
@@ -247,7 +247,7 @@ impl Server {
 /// A worker runtime's part: an accept loop on each of its sockets, until
 /// the process exits.
 async fn accept_on(
-    sockets: Vec<(std::net::TcpListener, Arc<Guarded>, crate::drain::Held)>,
+    sockets: Vec<(std::net::TcpListener, Arc<Admission>, crate::drain::Held)>,
     stop: ShutdownWatch,
     mut exit: tokio::sync::watch::Receiver<bool>,
 ) {

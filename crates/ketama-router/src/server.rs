@@ -18,7 +18,7 @@ use crate::admin::serve::AdminServer;
 use crate::admin::Admin;
 use crate::cell::{ConfigSource, Parts, RoutingCell};
 use crate::checker::HealthChecker;
-use crate::conn::Guarded;
+use crate::conn::Admission;
 use crate::discovery::DiscoveryState;
 use crate::drain::Drain;
 use crate::health::HealthRegistry;
@@ -204,7 +204,7 @@ pub fn build(
         access_log: access_log.clone(),
     });
     let drain = Arc::new(Drain::default());
-    let guard = Guarded::new(
+    let guard = Admission::new(
         default_max,
         cell.reader(),
         metrics.clone(),

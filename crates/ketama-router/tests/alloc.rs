@@ -13,11 +13,10 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::time::Instant;
 
-use ketama_router::engine::head_write::{self, Downstream, Upstream};
-use ketama_router::engine::record::Record;
-use ketama_router::engine::request::H1Request;
-use ketama_router::engine::request_head::{Head, Reader, Rules};
-use ketama_router::engine::response_head::{H1Response, ResponseHead};
+use ketama_router::engine::testing::{
+    request_head, response_head, Downstream, H1Request, H1Response, Head, Reader, Record,
+    ResponseHead, Rules, Upstream,
+};
 use ketama_router::health::HealthRegistry;
 use ketama_router::metrics::Metrics;
 use ketama_router::policy::route::{choose, decide};
@@ -150,7 +149,7 @@ fn routing_a_request_allocates_nothing() {
                 let req = H1Request {
                     head: &head,
                     buf: raw,
-                    peer: Some(ketama_router::engine::request::Ends {
+                    peer: Some(ketama_router::engine::testing::Ends {
                         client: std::net::SocketAddr::new(clients[i % clients.len()], 40000),
                         local: "10.9.9.9:80".parse().unwrap(),
                     }),
@@ -171,7 +170,7 @@ fn routing_a_request_allocates_nothing() {
                     forwarded: Some((Some(clients[i % clients.len()]), false)),
                     hint: None,
                 };
-                head_write::request_head(&req, &up, &mut up_out);
+                request_head(&req, &up, &mut up_out);
                 written += up_out.len();
                 resp.restart();
                 assert!(resp.parse(response).unwrap(), "a whole response head");
@@ -184,7 +183,7 @@ fn routing_a_request_allocates_nothing() {
                     chunked: false,
                     date,
                 };
-                head_write::response_head(
+                response_head(
                     &view,
                     &d,
                     r.ketama_fields(state, c.node).iter(),

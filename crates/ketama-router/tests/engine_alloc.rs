@@ -17,9 +17,7 @@ use std::time::{Duration, Instant};
 use ketama_router::access_log::AccessLog;
 use ketama_router::cell::{ConfigSource, Parts, RoutingCell};
 use ketama_router::drain::Drain;
-use ketama_router::engine::h1::conn;
-use ketama_router::engine::h1::park::Idle;
-use ketama_router::engine::io::ClientIo;
+use ketama_router::engine::testing::{serve, ClientIo, Idle};
 use ketama_router::engine::Engine;
 use ketama_router::metrics::Metrics;
 use ketama_router::origin::Origin;
@@ -155,7 +153,7 @@ fn allocations(extra: &str, target: impl Fn(usize) -> String) {
                 let (tcp, peer) = l.accept().await.unwrap();
                 tcp.set_nodelay(true).unwrap();
                 let (open, _) = metrics.connection_opened();
-                let ends = ketama_router::engine::request::Ends {
+                let ends = ketama_router::engine::testing::Ends {
                     client: peer,
                     local: tcp.local_addr().unwrap(),
                 };
@@ -167,7 +165,7 @@ fn allocations(extra: &str, target: impl Fn(usize) -> String) {
                     drain: drain.clone(),
                     open,
                 };
-                tokio::spawn(conn::serve(client, Vec::new()));
+                tokio::spawn(serve(client, Vec::new()));
             }
         });
     });

@@ -91,7 +91,9 @@ impl Chunked {
 
     /// Reads `input`, handing each piece of chunk data to `data`; returns
     /// how many bytes of `input` belong to the body (less than its length
-    /// only once the body ended: the rest is what follows it).
+    /// only once the body ended: the rest is what follows it). The tests'
+    /// reader; the engine reads through [`BodyReader::next`].
+    #[cfg(test)]
     pub fn feed(&mut self, input: &[u8], mut data: impl FnMut(&[u8])) -> Result<usize, ChunkError> {
         let mut at = 0;
         loop {
@@ -305,9 +307,6 @@ pub fn chunk_head(n: usize, out: &mut Vec<u8>) {
     out.extend_from_slice(&digits[i..]);
     out.extend_from_slice(b"\r\n");
 }
-
-/// The end of a chunked body: the last chunk, no trailers.
-pub const LAST_CHUNK: &[u8] = b"0\r\n\r\n";
 
 /// Appends `data` as one chunk. An empty piece writes nothing: a chunk of
 /// size zero is the last-chunk, and writing one mid-body would end the

@@ -9,6 +9,8 @@
 use std::future::Future;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use super::body::{BodyReader, ChunkError, Framing};
 use super::io::{Buffered, ReadError};
 
@@ -16,6 +18,10 @@ use super::io::{Buffered, ReadError};
 pub enum Piece<'a> {
     /// Data at hand (taken: it stays valid until the next call).
     Data(&'a [u8]),
+    /// Data the source holds as its own buffer (an HTTP/2 DATA frame's):
+    /// handed over whole, so a sink that sends buffers (HTTP/2) sends it
+    /// without a copy.
+    Shared(Bytes),
     /// Nothing at hand: read on ([`Source::read_more`]).
     More,
     /// The body ended.
@@ -55,6 +61,14 @@ pub trait Sink: Send {
     type Error: Send;
     /// Takes a piece: written now, or gathered for [`Sink::flush`].
     fn push(&mut self, data: &[u8]) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
+    /// Takes a piece the source handed over as a buffer ([`Piece::Shared`]);
+    /// a sink writing to a socket copies it as any piece.
+    fn push_shared(
+        &mut self,
+        data: Bytes,
+    ) -> impl Future<Output = Result<Flow, Self::Error>> + Send {
+        async move { self.push(&data).await }
+    }
     /// Writes what was gathered (before the source reads on).
     fn flush(&mut self) -> impl Future<Output = Result<Flow, Self::Error>> + Send;
     /// Ends the body (the last chunk, the stream's end), with the
@@ -120,6 +134,16 @@ pub async fn copy<S: Source, K: Sink>(
             Piece::Data(d) => {
                 let n = d.len() as u64;
                 let flow = sink.push(d).await.map_err(|e| CopyError::Sink(e, moved))?;
+                moved += n;
+                flow
+            }
+            Piece::Shared(b) if b.is_empty() => Flow::Go,
+            Piece::Shared(b) => {
+                let n = b.len() as u64;
+                let flow = sink
+                    .push_shared(b)
+                    .await
+                    .map_err(|e| CopyError::Sink(e, moved))?;
                 moved += n;
                 flow
             }
@@ -204,11 +228,6 @@ impl<'a, S> BodySource<'a, S> {
             timeout,
         }
     }
-
-    /// Whether the body was read to its end.
-    pub fn done(&self) -> bool {
-        self.body.done() || self.closed
-    }
 }
 
 impl<S: tokio::io::AsyncRead + Unpin + Send> Source for BodySource<'_, S> {
@@ -264,19 +283,25 @@ mod tests {
     use crate::engine::body::{push_chunk, push_last_chunk, BodyReader, Framing};
 
     /// A body as an HTTP/2 peer's DATA frames come: one piece a read, the
-    /// end after the last (or on trailers).
+    /// end after the last (or on trailers); every other piece handed over
+    /// as a buffer ([`Piece::Shared`]), as the HTTP/2 source hands them.
     struct Frames {
         left: std::vec::IntoIter<Vec<u8>>,
         held: Option<Vec<u8>>,
         out: Vec<u8>,
         ended: bool,
         trailers: Option<http::HeaderMap>,
+        handed: usize,
     }
 
     impl Source for Frames {
         type Error = ();
         fn piece(&mut self) -> Result<Piece<'_>, ()> {
             if let Some(h) = self.held.take() {
+                self.handed += 1;
+                if self.handed % 2 == 0 {
+                    return Ok(Piece::Shared(Bytes::from(h)));
+                }
                 self.out = h;
                 return Ok(Piece::Data(&self.out));
             }
@@ -333,6 +358,7 @@ mod tests {
                 out: Vec::new(),
                 ended: false,
                 trailers: with_trailers.then_some(trailers),
+                handed: 0,
             };
             let mut sink = Chunks(Vec::new());
             let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();

@@ -14,7 +14,7 @@ use super::attempt::{Client, ClientFailure, Tried};
 use super::grpc;
 use super::record::{Answer, Record};
 use super::request::Req;
-use super::upstream::{self, Conn};
+use super::upstream::{self, UpstreamConn};
 use super::Engine;
 use crate::policy::route::{choose, decide, previous_owner, Decision};
 use crate::policy::{self, Attempt, RetryFacts, Stage};
@@ -22,16 +22,16 @@ use crate::state::RoutingState;
 
 /// How an exchange ended, for the client's connection.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ended {
+pub enum Exchanged {
     /// A response went out: the client's side decided its connection's
     /// fate.
     Answered,
     /// The router answered itself; the connection is kept when `keep`.
     Refused {
-        /// The connection serves another request.
+        /// The connection serves another request (whether it closes
+        /// lingering is the connection's to work out: the request was not
+        /// read to its end).
         keep: bool,
-        /// The request was not read to its end: close lingering.
-        linger: bool,
     },
     /// The client left or failed; nothing more to do.
     Gone,
@@ -44,7 +44,7 @@ pub async fn exchange<C: Client>(
     c: &mut C,
     state: &Arc<RoutingState>,
     r: &mut Record,
-) -> Ended {
+) -> Exchanged {
     let server = &state.validated.config.server;
     {
         let req = c.request();
@@ -64,10 +64,7 @@ pub async fn exchange<C: Client>(
         Err(err) => {
             tracing::error!("no route: {err}");
             own_answer(c, r, 500, "the request could not be routed", None, false).await;
-            return Ended::Refused {
-                keep: false,
-                linger: false,
-            };
+            return Exchanged::Refused { keep: false };
         }
     };
     e.metrics.lookup(route.version());
@@ -95,8 +92,8 @@ pub async fn exchange<C: Client>(
                 .end_late(grpc::DEADLINE_EXCEEDED, grpc::DEADLINE_WORDS)
                 .await
             {
-                true => Ended::Answered,
-                false => Ended::Gone,
+                true => Exchanged::Answered,
+                false => Exchanged::Gone,
             }
         }
         Err(_) => {
@@ -110,9 +107,8 @@ pub async fn exchange<C: Client>(
                 false,
             )
             .await;
-            Ended::Refused {
+            Exchanged::Refused {
                 keep: c.read_whole() && c.keeps(),
-                linger: !c.read_whole(),
             }
         }
     }
@@ -125,7 +121,7 @@ async fn attempts<C: Client>(
     c: &mut C,
     state: &Arc<RoutingState>,
     r: &mut Record,
-) -> Ended {
+) -> Exchanged {
     let server = &state.validated.config.server;
     let send_timeout = Duration::from_millis(server.send_timeout_ms);
     if let Err(f) = c.continue_if_asked(send_timeout).await {
@@ -147,24 +143,24 @@ async fn attempts<C: Client>(
             return fail(c, r, state, true).await;
         };
         if c.left().await {
-            return Ended::Gone;
+            return Exchanged::Gone;
         }
         r.attempt_started(choice.node, choice.spills, choice.slot);
         let (attempt, reused) = match upstream::connect(state, &state.backends[choice.node]).await {
             Ok(up) if c.left().await => {
                 // It left while the router connected: the connection is
                 // clean, for the next request.
-                if let Conn::H1(conn) = up {
+                if let UpstreamConn::H1(conn) = up {
                     conn.done(true, server.upstream_keepalive_pool_size);
                 }
                 r.attempt_ended(state);
-                return Ended::Gone;
+                return Exchanged::Gone;
             }
             Ok(up) => {
                 let reused = up.reused();
                 match attempt(e, c, state, r, up).await {
-                    Tried::Done => return Ended::Answered,
-                    Tried::ClientGone => return Ended::Gone,
+                    Tried::Done => return Exchanged::Answered,
+                    Tried::ClientGone => return Exchanged::Gone,
                     Tried::ClientFailed(f) => return client_failed(e, c, r, f).await,
                     Tried::Failed(a) => (a, reused),
                 }
@@ -180,7 +176,7 @@ async fn attempts<C: Client>(
         r.attempt_failed(e, state, attempt);
         if attempt.stage == Stage::Answered {
             // The client has part of the answer: its connection ends.
-            return Ended::Gone;
+            return Exchanged::Gone;
         }
         let facts = RetryFacts {
             idempotent: c.request().idempotent(),
@@ -223,11 +219,11 @@ async fn attempt<C: Client>(
     c: &mut C,
     state: &Arc<RoutingState>,
     r: &mut Record,
-    up: Conn,
+    up: UpstreamConn,
 ) -> Tried {
     match up {
-        Conn::H1(conn) => super::upstream_h1::attempt(e, c, state, r, conn).await,
-        Conn::H2(send) => super::h2::upstream::attempt(e, c, state, r, send).await,
+        UpstreamConn::H1(conn) => super::upstream_h1::attempt(e, c, state, r, conn).await,
+        UpstreamConn::H2(send) => super::h2::upstream::attempt(e, c, state, r, send).await,
     }
 }
 
@@ -238,7 +234,7 @@ async fn fail<C: Client>(
     r: &mut Record,
     state: &RoutingState,
     exhausted: bool,
-) -> Ended {
+) -> Exchanged {
     let Answer {
         status,
         words,
@@ -247,10 +243,7 @@ async fn fail<C: Client>(
     let whole = c.read_whole();
     let keep = whole && c.keeps();
     own_answer(c, r, status, &words, backend, keep).await;
-    Ended::Refused {
-        keep,
-        linger: !whole,
-    }
+    Exchanged::Refused { keep }
 }
 
 /// The client failed the request (its body): counted, answered when it
@@ -260,16 +253,13 @@ async fn client_failed<C: Client>(
     c: &mut C,
     r: &mut Record,
     f: ClientFailure,
-) -> Ended {
+) -> Exchanged {
     e.metrics.client_error(f.reason());
     match f.answer() {
         Some((status, why)) => {
             own_answer(c, r, status, why, None, false).await;
-            Ended::Refused {
-                keep: false,
-                linger: f == ClientFailure::BadChunks,
-            }
+            Exchanged::Refused { keep: false }
         }
-        None => Ended::Gone,
+        None => Exchanged::Gone,
     }
 }

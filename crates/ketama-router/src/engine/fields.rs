@@ -339,6 +339,32 @@ pub fn trailer_allowed(name: &[u8]) -> bool {
     !connection_specific(name) && !NEVER.iter().any(|n| name.eq_ignore_ascii_case(n))
 }
 
+/// Whether a backend's response field `name` (any case) is handed on to
+/// the client, whichever protocol either speaks: not `Date` (the router
+/// writes its own), nor one of the backend connection's (its framing and
+/// connection fields); toward an HTTP/1 client (`to_h2` false) not
+/// `Trailer` either (the router frames the body itself: the trailers it
+/// announces may not come), and toward an HTTP/2 one none that HTTP/2
+/// forbids ([`CONNECTION_SPECIFIC`]).
+pub fn response_field_passes(name: &[u8], to_h2: bool) -> bool {
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    if is(b"date") {
+        return false;
+    }
+    if to_h2 {
+        return !connection_specific(name);
+    }
+    ![
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"trailer",
+    ]
+    .iter()
+    .any(|n| is(n))
+}
+
 /// Whether `name` is one of [`CONNECTION_SPECIFIC`] (any case).
 pub fn connection_specific(name: &[u8]) -> bool {
     CONNECTION_SPECIFIC
@@ -349,6 +375,26 @@ pub fn connection_specific(name: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_rule_hands_a_backends_response_fields_on_to_either_protocol() {
+        for (name, to_h1, to_h2) in [
+            (&b"Date"[..], false, false),
+            (b"Connection", false, false),
+            (b"keep-alive", false, false),
+            (b"Transfer-Encoding", false, false),
+            (b"Trailer", false, true),
+            (b"Upgrade", true, false),
+            (b"TE", true, false),
+            (b"Content-Length", true, true),
+            (b"cache-control", true, true),
+            (b"X-Cache", true, true),
+        ] {
+            let n = name.escape_ascii();
+            assert_eq!(response_field_passes(name, false), to_h1, "{n} to HTTP/1");
+            assert_eq!(response_field_passes(name, true), to_h2, "{n} to HTTP/2");
+        }
+    }
 
     fn read(line: &[u8]) -> Result<(String, String, bool), BadLine> {
         match read_line(line, false, false)? {

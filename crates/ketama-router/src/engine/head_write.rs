@@ -9,7 +9,7 @@
 //! read into, or from bytes prepared once: no allocation once the output
 //! buffer has grown.
 
-use super::fields::NOT_FORWARDED;
+use super::fields::{response_field_passes, NOT_FORWARDED};
 use super::request::Req;
 use super::response_head::ResponseView;
 
@@ -147,18 +147,6 @@ fn write_ip(ip: std::net::IpAddr, out: &mut Vec<u8>) {
     }
 }
 
-/// Fields of a backend's response the router writes itself, or drops
-/// (toward an HTTP/1 client; HTTP/2 drops more: see
-/// [`super::fields::CONNECTION_SPECIFIC`]).
-pub const RESPONSE_SKIP: [&[u8]; 6] = [
-    b"connection",
-    b"keep-alive",
-    b"proxy-connection",
-    b"transfer-encoding",
-    b"date",
-    b"trailer",
-];
-
 /// What the response head for an HTTP/1 client is made of, besides the
 /// backend's.
 pub struct Downstream<'a> {
@@ -191,7 +179,7 @@ pub fn response_head<'k>(
     // itself.
     let switching = status == 101;
     for (name, value) in r.fields() {
-        if !switching && RESPONSE_SKIP.iter().any(|n| name.eq_ignore_ascii_case(n)) {
+        if !switching && !response_field_passes(name, false) {
             continue;
         }
         out.extend_from_slice(name);
@@ -241,72 +229,107 @@ pub fn reason(status: u16) -> &'static str {
     }
 }
 
-/// The body of the router's own answer: `ketama-router: WORDS\n`.
-pub fn answer_body(words: &str, out: &mut Vec<u8>) {
-    out.extend_from_slice(b"ketama-router: ");
-    out.extend_from_slice(words.as_bytes());
-    out.push(b'\n');
+/// The router's own answer, either protocol.
+#[derive(Clone, Copy)]
+pub enum Own<'a> {
+    /// `status` with `ketama-router: WORDS` as its plain-text body (none
+    /// for a `HEAD` request, its length still said).
+    Plain {
+        /// The status.
+        status: u16,
+        /// What the body says.
+        words: &'a str,
+        /// The request was a `HEAD`.
+        head_request: bool,
+    },
+    /// To a gRPC call: trailers-only, as gRPC (and gRPC-Web) reads one:
+    /// `200`, `grpc-status: CODE` and `grpc-message`, no body.
+    Grpc {
+        /// The gRPC status code.
+        code: u8,
+        /// Its message (percent-encoded as gRPC's grammar wants).
+        words: &'a str,
+    },
 }
 
-/// Writes the router's own HTTP/1 answer `status` into `out` (cleared
-/// first): `ketama-router: WORDS` as its body, `x-ketama-backend` naming
-/// the backend tried when given, the connection kept or closed as `keep`
-/// says; no body for a `HEAD` request.
-pub fn answer(
-    status: u16,
-    words: &str,
-    backend: Option<&[u8]>,
-    keep: bool,
-    head_request: bool,
-    out: &mut Vec<u8>,
-) {
+impl Own<'_> {
+    /// The status.
+    pub fn status(&self) -> u16 {
+        match self {
+            Own::Plain { status, .. } => *status,
+            Own::Grpc { .. } => 200,
+        }
+    }
+
+    /// Its fields after `Server` and `Date`, in order, each handed to
+    /// `field` (names as HTTP/1 writes them; HTTP/2 lowers them), then
+    /// `x-ketama-backend` naming the backend tried when given. HTTP/1
+    /// and HTTP/2 answers are built from this one list.
+    pub fn fields(&self, backend: Option<&[u8]>, mut field: impl FnMut(&'static str, &[u8])) {
+        let mut n = itoa::Buffer::new();
+        match *self {
+            Own::Plain { words, .. } => {
+                field("Content-Type", b"text/plain");
+                let len = "ketama-router: ".len() + words.len() + 1;
+                field("Content-Length", n.format(len).as_bytes());
+            }
+            Own::Grpc { code, words } => {
+                field("Content-Type", b"application/grpc");
+                field("grpc-status", n.format(code).as_bytes());
+                field(
+                    "grpc-message",
+                    super::grpc::encode_message(words).as_bytes(),
+                );
+                field("Content-Length", b"0");
+            }
+        }
+        field("Cache-Control", b"private, no-store");
+        if let Some(b) = backend {
+            field("x-ketama-backend", b);
+        }
+    }
+
+    /// Appends its body (`ketama-router: WORDS\n`; nothing for a `HEAD`
+    /// request or a gRPC call) to `out`.
+    pub fn body(&self, out: &mut Vec<u8>) {
+        if let Own::Plain {
+            words,
+            head_request: false,
+            ..
+        } = self
+        {
+            out.extend_from_slice(b"ketama-router: ");
+            out.extend_from_slice(words.as_bytes());
+            out.push(b'\n');
+        }
+    }
+}
+
+/// Writes the router's own HTTP/1 answer into `out` (cleared first): its
+/// status line, `Server`, `Date`, [`Own::fields`], the connection kept or
+/// closed as `keep` says, and its body.
+pub fn answer(own: Own<'_>, backend: Option<&[u8]>, keep: bool, out: &mut Vec<u8>) {
     out.clear();
-    let body_len = "ketama-router: ".len() + words.len() + 1;
-    let mut n = itoa::Buffer::new();
+    let status = own.status();
     out.extend_from_slice(b"HTTP/1.1 ");
-    out.extend_from_slice(n.format(status).as_bytes());
+    out.extend_from_slice(itoa::Buffer::new().format(status).as_bytes());
     out.push(b' ');
     out.extend_from_slice(reason(status).as_bytes());
     out.extend_from_slice(b"\r\nServer: ketama-router\r\nDate: ");
     out.extend_from_slice(&super::date::now());
-    out.extend_from_slice(b"\r\nContent-Length: ");
-    out.extend_from_slice(n.format(body_len).as_bytes());
-    out.extend_from_slice(b"\r\nCache-Control: private, no-store\r\n");
-    own_answer_end(backend, keep, out);
-    if !head_request {
-        answer_body(words, out);
-    }
-}
-
-/// The end of the router's own answer's head: `x-ketama-backend` when
-/// given, the connection's fate, the blank line.
-fn own_answer_end(backend: Option<&[u8]>, keep: bool, out: &mut Vec<u8>) {
-    if let Some(b) = backend {
-        out.extend_from_slice(b"x-ketama-backend: ");
-        out.extend_from_slice(b);
+    out.extend_from_slice(b"\r\n");
+    own.fields(backend, |name, value| {
+        out.extend_from_slice(name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value);
         out.extend_from_slice(b"\r\n");
-    }
+    });
     out.extend_from_slice(if keep {
         b"Connection: keep-alive\r\n\r\n"
     } else {
         b"Connection: close\r\n\r\n"
     });
-}
-
-/// Writes the router's own HTTP/1 answer to a gRPC call into `out`
-/// (cleared first): trailers-only, as gRPC-Web reads one: `200`,
-/// `content-type: application/grpc`, `grpc-status: CODE` and
-/// `grpc-message`, no body.
-pub fn answer_grpc(code: u8, words: &str, backend: Option<&[u8]>, keep: bool, out: &mut Vec<u8>) {
-    out.clear();
-    out.extend_from_slice(b"HTTP/1.1 200 OK\r\nServer: ketama-router\r\nDate: ");
-    out.extend_from_slice(&super::date::now());
-    out.extend_from_slice(b"\r\nContent-Type: application/grpc\r\ngrpc-status: ");
-    out.extend_from_slice(itoa::Buffer::new().format(code).as_bytes());
-    out.extend_from_slice(b"\r\ngrpc-message: ");
-    out.extend_from_slice(super::grpc::encode_message(words).as_bytes());
-    out.extend_from_slice(b"\r\nContent-Length: 0\r\nCache-Control: private, no-store\r\n");
-    own_answer_end(backend, keep, out);
+    own.body(out);
 }
 
 #[cfg(test)]
@@ -327,5 +350,67 @@ mod ip_tests {
         let mut out = Vec::new();
         super::write_ip("::1".parse().unwrap(), &mut out);
         assert_eq!(out, b"::1");
+    }
+}
+
+#[cfg(test)]
+mod own_tests {
+    use super::*;
+
+    fn fields(own: Own<'_>, backend: Option<&[u8]>) -> Vec<(String, String)> {
+        let mut out = Vec::new();
+        own.fields(backend, |n, v| {
+            out.push((n.to_string(), String::from_utf8_lossy(v).into_owned()))
+        });
+        out
+    }
+
+    #[test]
+    fn the_routers_own_answers_say_their_length_type_and_backend() {
+        let plain = Own::Plain {
+            status: 502,
+            words: "no backend answered",
+            head_request: false,
+        };
+        let f = fields(plain, Some(b"10.0.0.1:80"));
+        let body = "ketama-router: no backend answered\n";
+        let want = [
+            ("Content-Type", "text/plain"),
+            ("Content-Length", &*body.len().to_string()),
+            ("Cache-Control", "private, no-store"),
+            ("x-ketama-backend", "10.0.0.1:80"),
+        ];
+        let f: Vec<(&str, &str)> = f.iter().map(|(n, v)| (&**n, &**v)).collect();
+        assert_eq!(f, want);
+        let mut out = Vec::new();
+        answer(plain, Some(b"10.0.0.1:80"), false, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.starts_with("HTTP/1.1 502 Bad Gateway\r\nServer: ketama-router\r\nDate: "));
+        assert!(text.ends_with(&format!(
+            "\r\nx-ketama-backend: 10.0.0.1:80\r\nConnection: close\r\n\r\n{body}"
+        )));
+        // A HEAD request's: the same length said, no body.
+        let head = Own::Plain {
+            status: 502,
+            words: "no backend answered",
+            head_request: true,
+        };
+        let mut out = Vec::new();
+        answer(head, None, true, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains(&format!("Content-Length: {}\r\n", body.len())));
+        assert!(text.ends_with("Connection: keep-alive\r\n\r\n"));
+        let grpc = Own::Grpc {
+            code: 14,
+            words: "no backend: 100%",
+        };
+        assert_eq!(grpc.status(), 200);
+        let f = fields(grpc, None);
+        assert_eq!(f[0], ("Content-Type".into(), "application/grpc".into()));
+        assert_eq!(f[1], ("grpc-status".into(), "14".into()));
+        assert_eq!(f[2], ("grpc-message".into(), "no backend: 100%25".into()));
+        let mut body = Vec::new();
+        grpc.body(&mut body);
+        assert!(body.is_empty());
     }
 }

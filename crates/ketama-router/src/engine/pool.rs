@@ -6,10 +6,10 @@
 //! readiness as the reactor last saw it, at no system call; a periodic
 //! sweep drops those and the ones idle longer than [`IDLE_MAX`].
 //!
-//! `[server] upstream_keepalive_pool_size` bounds the idle connections of
-//! the whole process: the threads' lists and Pingora's own pool (HTTP/2
-//! clients, `[upstream_tls] h2`) each hold at most that many; a
-//! connection coming back to a full pool is closed.
+//! `[server] upstream_keepalive_pool_size` bounds the idle HTTP/1
+//! connections of the whole process, every thread's list together; a
+//! connection coming back to a full pool is closed. (HTTP/2 backends'
+//! connections are shared by streams instead: [`super::h2::conns`].)
 
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -39,17 +39,17 @@ pub struct Key {
     pub h2c: bool,
 }
 
-struct Idle {
+struct Pooled {
     io: UpstreamIo,
     since: Instant,
 }
 
 thread_local! {
-    static IDLE: RefCell<HashMap<Key, Vec<Idle>>> = RefCell::new(HashMap::new());
+    static IDLE: RefCell<HashMap<Key, Vec<Pooled>>> = RefCell::new(HashMap::new());
     static SWEEPING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Idle connections of the whole process (every thread's lists).
+/// Pooled connections of the whole process (every thread's lists).
 static HELD: AtomicUsize = AtomicUsize::new(0);
 
 /// A good idle connection to `key`, if this thread has one.
@@ -80,17 +80,12 @@ pub fn put(key: &Key, io: UpstreamIo, max: usize) {
             Some(e) => e,
             None => idle.entry(key.clone()).or_default(),
         };
-        entry.push(Idle {
+        entry.push(Pooled {
             io,
             since: Instant::now(),
         });
     });
     start_sweep();
-}
-
-/// Idle connections held now, in the whole process.
-pub fn held() -> usize {
-    HELD.load(Relaxed)
 }
 
 /// Starts this thread's sweep, once (on a runtime; a thread without one

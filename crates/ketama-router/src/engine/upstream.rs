@@ -7,7 +7,6 @@
 //! whose ALPN picks `http/1.1` is spoken to in HTTP/1.1.
 
 use std::net::SocketAddr;
-use std::time::Duration;
 
 use tokio::net::TcpStream;
 
@@ -41,20 +40,20 @@ impl H1Conn {
 }
 
 /// A connection to a backend for one attempt.
-pub enum Conn {
+pub enum UpstreamConn {
     /// HTTP/1: one request at a time.
     H1(H1Conn),
     /// HTTP/2: a stream of a shared connection.
     H2(super::h2::conns::Sender),
 }
 
-impl Conn {
+impl UpstreamConn {
     /// Whether it was made before this request (a closed keep-alive
     /// connection is not the backend failing).
     pub fn reused(&self) -> bool {
         match self {
-            Conn::H1(c) => c.reused,
-            Conn::H2(s) => s.reused,
+            UpstreamConn::H1(c) => c.reused,
+            UpstreamConn::H2(s) => s.reused,
         }
     }
 }
@@ -73,13 +72,13 @@ pub fn key(state: &RoutingState, backend: &Backend) -> pool::Key {
 
 /// A connection to `backend`: a free stream on one of this thread's
 /// HTTP/2 connections to it or an idle HTTP/1 one, or a new one.
-pub async fn connect(state: &RoutingState, backend: &Backend) -> Result<Conn, Failure> {
+pub async fn connect(state: &RoutingState, backend: &Backend) -> Result<UpstreamConn, Failure> {
     let key = key(state, backend);
     if let Some(send) = super::h2::conns::shared(&key) {
-        return Ok(Conn::H2(send));
+        return Ok(UpstreamConn::H2(send));
     }
     if let Some(io) = pool::take(&key) {
-        return Ok(Conn::H1(H1Conn {
+        return Ok(UpstreamConn::H1(H1Conn {
             io: Buffered::new(io, buffers::take()),
             reused: true,
             key,
@@ -93,9 +92,9 @@ pub async fn connect(state: &RoutingState, backend: &Backend) -> Result<Conn, Fa
         let send = tokio::time::timeout(timeout, super::h2::conns::handshake(io, key))
             .await
             .map_err(|_| Failure::ConnectTimeout)??;
-        return Ok(Conn::H2(send));
+        return Ok(UpstreamConn::H2(send));
     }
-    Ok(Conn::H1(H1Conn {
+    Ok(UpstreamConn::H1(H1Conn {
         io: Buffered::new(io, buffers::take()),
         reused: false,
         key,
@@ -135,16 +134,4 @@ pub async fn dial_with(addr: SocketAddr, tls: Option<TlsTo>) -> std::io::Result<
         .connect(name, tcp)
         .await?;
     Ok(UpstreamIo::Tls(Box::new(tls)))
-}
-
-/// Runs `f` within `d`; past it, [`Failure::Timeout`].
-pub async fn within<T>(
-    d: Duration,
-    f: impl std::future::Future<Output = std::io::Result<T>>,
-) -> Result<T, Failure> {
-    match tokio::time::timeout(d, f).await {
-        Ok(Ok(t)) => Ok(t),
-        Ok(Err(_)) => Err(Failure::Broken),
-        Err(_) => Err(Failure::Timeout),
-    }
 }

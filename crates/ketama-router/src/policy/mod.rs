@@ -1,6 +1,6 @@
 //! What the router decides about an attempt at a backend, in its own
-//! types, whatever carried the request (Pingora's proxy today, for HTTP/1
-//! and HTTP/2 alike): whose fault a failure was, whether it counts against
+//! types, for HTTP/1 and HTTP/2 alike (the engine's attempts ask it):
+//! whose fault a failure was, whether it counts against
 //! the backend's health, and whether the request goes on to the next
 //! backend.
 //!

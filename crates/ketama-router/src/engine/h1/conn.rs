@@ -25,19 +25,19 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use super::park::{self, Idle, Parked};
-use super::{linger, Conn, H1Client};
+use super::{linger, ClientConn, H1Client};
 use crate::drain::Count;
 use crate::engine::attempt::Client;
-use crate::engine::exchange::{self, Ended};
+use crate::engine::exchange::{self, Exchanged};
 use crate::engine::io::{Buffered, ReadError};
 use crate::engine::record::Record;
 use crate::engine::request_head::{Head, Reader, Refusal, Rules};
 use crate::engine::{buffers, send, Engine};
 use crate::state::RoutingState;
 
-impl Conn {
+impl ClientConn {
     /// The connection, with nothing of a request, and its engine.
-    fn new(client: Idle, buf: Vec<u8>) -> (Conn, Arc<Engine>) {
+    fn new(client: Idle, buf: Vec<u8>) -> (ClientConn, Arc<Engine>) {
         let Idle {
             io,
             peer,
@@ -47,7 +47,7 @@ impl Conn {
             open,
         } = client;
         let tls = io.is_tls();
-        let c = Conn {
+        let c = ClientConn {
             io: Buffered::new(io, buf),
             peer,
             tls,
@@ -109,7 +109,7 @@ fn resume(client: Idle) {
 async fn run(client: Idle, early: Option<Vec<u8>>) {
     // Resumed soon after its last request: a busy client.
     let mut busy = early.is_none() && client.since.elapsed() < KEEP_WARM;
-    let (mut c, mut e) = Conn::new(client, early.unwrap_or_default());
+    let (mut c, mut e) = ClientConn::new(client, early.unwrap_or_default());
     let mut reader = Reader::new();
     // A new connection's first head's deadline counts from its accept
     // (about now), a resumed one's from its first byte (about now too).
@@ -180,23 +180,23 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
 /// while the client is busy.
 async fn request(
     e: Arc<Engine>,
-    mut c: Conn,
+    mut c: ClientConn,
     state: Arc<RoutingState>,
     began: Instant,
-) -> (Conn, bool) {
+) -> (ClientConn, bool) {
     c.continued = false;
     let server = &state.validated.config.server;
     let mut r = Record::default();
     let mut client = H1Client::new(&mut c, server);
     let ended = exchange::exchange(&e, &mut client, &state, &mut r).await;
     let keep = match ended {
-        Ended::Answered => client.keep,
-        Ended::Refused { keep, .. } => keep,
-        Ended::Gone => false,
+        Exchanged::Answered => client.keep,
+        Exchanged::Refused { keep } => keep,
+        Exchanged::Gone => false,
     };
     // The client may still be sending a body nobody read: it gets the
     // answer before the close.
-    let lingers = !keep && ended != Ended::Gone && !client.read_whole();
+    let lingers = !keep && ended != Exchanged::Gone && !client.read_whole();
     r.end(
         &e,
         &state,
@@ -220,11 +220,11 @@ async fn request(
 /// then); `None` when it closed, idled out, the router is stopping, or it
 /// was parked (a task of its own serves it again).
 async fn idle<F>(
-    mut c: Conn,
+    mut c: ClientConn,
     e: Arc<Engine>,
     slot: &mut Option<Pin<Box<F>>>,
     busy: &mut bool,
-) -> Option<(Conn, Arc<Engine>)> {
+) -> Option<(ClientConn, Arc<Engine>)> {
     buffers::give(c.io.take_buf());
     // Read now, not held while idle: an idle connection must not keep a
     // replaced routing state alive.
@@ -253,12 +253,12 @@ async fn idle<F>(
         Parked::Kept => None,
         Parked::Readable(client) => {
             *busy = true;
-            Some(Conn::new(client, Vec::new()))
+            Some(ClientConn::new(client, Vec::new()))
         }
         // Not parked here (another service's connections are parked on
         // this thread): it waits in its own task.
         Parked::Refused(client) => {
-            let (mut c, e) = Conn::new(client, Vec::new());
+            let (mut c, e) = ClientConn::new(client, Vec::new());
             let left = keepalive.saturating_sub(since.elapsed());
             (wait_for_request(&mut c, left).await == Wait::Request).then_some((c, e))
         }
@@ -271,7 +271,7 @@ async fn idle<F>(
 /// lingering close).
 async fn refuse(
     e: &Engine,
-    c: &mut Conn,
+    c: &mut ClientConn,
     state: &RoutingState,
     no: NoHead,
     started: bool,
@@ -321,7 +321,7 @@ enum Wait {
 /// Waits up to `wait` for the next request's first byte, or for the
 /// router's stop. Polled by hand: the connection's own read-readiness
 /// slot, one timer and the stop's wake-up, in about 200 bytes.
-async fn wait_for_request(c: &mut Conn, wait: Duration) -> Wait {
+async fn wait_for_request(c: &mut ClientConn, wait: Duration) -> Wait {
     let drain = c.drain.clone();
     let closing = drain.close_idle.notified();
     tokio::pin!(closing);
@@ -349,7 +349,7 @@ async fn wait_for_request(c: &mut Conn, wait: Duration) -> Wait {
 /// Reads until the head in `c`'s buffer is complete, by `deadline`; empty
 /// lines before its request line are dropped as they come.
 async fn read_head(
-    c: &mut Conn,
+    c: &mut ClientConn,
     reader: &mut Reader,
     rules: &Rules<'_>,
     deadline: Instant,

@@ -15,7 +15,7 @@ use super::attempt::{Client, ClientFailure, Respond, SMALL_BODY};
 use super::body::{push_chunk, push_last_chunk, Framing};
 use super::buffers;
 use super::copy::{BodyError, BodySource, Flow, Piece, Sink, Source};
-use super::head_write::{self, Downstream};
+use super::head_write::{self, Downstream, Own};
 use super::io::{Buffered, ClientIo, UpstreamIo};
 use super::request::{H1Request, Req};
 use super::request_head::Head;
@@ -29,7 +29,7 @@ pub mod park;
 pub mod tunnel;
 
 /// A client connection's state between and during its requests.
-pub struct Conn {
+pub struct ClientConn {
     /// The connection and what was read of it: the current request's head
     /// at the start, then what follows it.
     pub io: Buffered<ClientIo>,
@@ -45,7 +45,7 @@ pub struct Conn {
     open: OpenConnection,
 }
 
-impl Conn {
+impl ClientConn {
     /// Whether the router is stopping: answers close their connections.
     pub fn closing(&self) -> bool {
         self.drain.is_closing()
@@ -59,7 +59,7 @@ const WATCH_LIMIT: usize = 64 * 1024;
 /// The client's side of one HTTP/1 request's exchange.
 pub struct H1Client<'a> {
     /// The connection.
-    pub c: &'a mut Conn,
+    pub c: &'a mut ClientConn,
     /// `[server] pipelining`.
     pipelining: bool,
     /// `[server] send_timeout_ms`.
@@ -77,7 +77,7 @@ pub struct H1Client<'a> {
 impl<'a> H1Client<'a> {
     /// The request whose head `c` holds, its head consumed (and kept in
     /// the buffer for the record).
-    pub fn new(c: &'a mut Conn, server: &ServerSection) -> Self {
+    pub fn new(c: &'a mut ClientConn, server: &ServerSection) -> Self {
         let len = c.head.len;
         c.io.consume(len);
         c.io.keep(len);
@@ -293,10 +293,8 @@ impl Client for H1Client<'_> {
 
     async fn answer_grpc(&mut self, code: u8, words: &str, backend: Option<&[u8]>, keep: bool) {
         let timeout = self.send_timeout();
-        let mut out = buffers::take();
-        head_write::answer_grpc(code, words, backend, keep, &mut out);
-        let _ = send(self.c.io.io(), &[&out], timeout).await;
-        buffers::give(out);
+        let own = Own::Grpc { code, words };
+        answer_own(self.c, own, backend, keep, timeout).await;
         self.keep = keep;
     }
 
@@ -387,7 +385,7 @@ impl Sink for ClientSink<'_> {
 /// [`head_write::answer`]). A client that does not take it is left alone:
 /// it is closing anyway.
 pub async fn answer(
-    c: &mut Conn,
+    c: &mut ClientConn,
     status: u16,
     words: &str,
     backend: Option<&[u8]>,
@@ -395,8 +393,24 @@ pub async fn answer(
     timeout: Duration,
 ) {
     let head_request = c.head.method.of(c.io.buf()) == b"HEAD";
+    let own = Own::Plain {
+        status,
+        words,
+        head_request,
+    };
+    answer_own(c, own, backend, keep, timeout).await;
+}
+
+/// Writes the router's own answer `own` ([`head_write::answer`]).
+async fn answer_own(
+    c: &mut ClientConn,
+    own: Own<'_>,
+    backend: Option<&[u8]>,
+    keep: bool,
+    timeout: Duration,
+) {
     let mut out = buffers::take();
-    head_write::answer(status, words, backend, keep, head_request, &mut out);
+    head_write::answer(own, backend, keep, &mut out);
     let _ = send(c.io.io(), &[&out], timeout).await;
     buffers::give(out);
 }
@@ -416,7 +430,7 @@ const LINGER_BYTES: usize = 1 << 20;
 /// [`LINGER_BYTES`] were dropped. Closing with unread bytes would make the
 /// kernel reset the connection, and a client still sending would lose the
 /// answer.
-pub async fn linger(c: &mut Conn) {
+pub async fn linger(c: &mut ClientConn) {
     use tokio::io::AsyncWriteExt;
     if c.io.io().shutdown().await.is_err() {
         return;

@@ -15,14 +15,14 @@ use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 
-use super::Conn;
+use super::ClientConn;
 use crate::engine::io::{Buffered, UpstreamIo};
 
 /// Joins `c` and `up` (see the module docs). First what each side sent
 /// past its head: the client's pipelined bytes, and what the backend's
 /// read brought past its `101` head (a WebSocket server's first frame
 /// often comes with it). Returns the bytes sent to the client.
-pub async fn tunnel(c: &mut Conn, up: &mut Buffered<UpstreamIo>, idle: Duration) -> u64 {
+pub async fn tunnel(c: &mut ClientConn, up: &mut Buffered<UpstreamIo>, idle: Duration) -> u64 {
     let pending = c.io.pending().to_vec();
     let n = pending.len();
     c.io.consume(n);
@@ -38,29 +38,29 @@ pub async fn tunnel(c: &mut Conn, up: &mut Buffered<UpstreamIo>, idle: Duration)
         return 0;
     }
     let start = Instant::now();
-    let moved = AtomicU64::new(0);
+    let last_ms = AtomicU64::new(0);
     let mut client = Watched {
         inner: c.io.io(),
         start,
-        moved: &moved,
+        last_ms: &last_ms,
     };
     let mut backend = Watched {
         inner: io,
         start,
-        moved: &moved,
+        last_ms: &last_ms,
     };
     let copy = tokio::io::copy_bidirectional(&mut client, &mut backend);
     tokio::pin!(copy);
     loop {
         // Past the last byte moved plus `idle`, with nothing since: done.
-        let last = start + Duration::from_millis(moved.load(Relaxed));
+        let last = start + Duration::from_millis(last_ms.load(Relaxed));
         let deadline = tokio::time::Instant::from_std(last + idle);
         tokio::select! {
             r = &mut copy => {
                 return k as u64 + r.map_or(0, |(_, to_client)| to_client);
             }
             () = tokio::time::sleep_until(deadline) => {
-                if start + Duration::from_millis(moved.load(Relaxed)) + idle <= Instant::now() {
+                if start + Duration::from_millis(last_ms.load(Relaxed)) + idle <= Instant::now() {
                     return k as u64;
                 }
             }
@@ -68,17 +68,17 @@ pub async fn tunnel(c: &mut Conn, up: &mut Buffered<UpstreamIo>, idle: Duration)
     }
 }
 
-/// A stream whose reads and writes that move bytes mark the time (in ms
-/// since `start`, shared by both sides of the tunnel).
+/// A stream whose reads and writes that move bytes mark the time in
+/// `last_ms` (ms since `start`, shared by both sides of the tunnel).
 struct Watched<'a, S> {
     inner: &'a mut S,
     start: Instant,
-    moved: &'a AtomicU64,
+    last_ms: &'a AtomicU64,
 }
 
 impl<S> Watched<'_, S> {
     fn mark(&self) {
-        self.moved
+        self.last_ms
             .store(self.start.elapsed().as_millis() as u64, Relaxed);
     }
 }

@@ -24,9 +24,7 @@ pub struct RecvSource<'a, E> {
     /// `None`: a body already taken elsewhere (ends at once).
     pub(crate) recv: Option<&'a mut RecvStream>,
     /// A frame read and not yet handed out.
-    pub(crate) held: Option<Bytes>,
-    /// The frame handed out last (kept while it is passed on).
-    pub(crate) out: Option<Bytes>,
+    held: Option<Bytes>,
     /// The stream ended with trailers, read here.
     ended: bool,
     trailers: Option<http::HeaderMap>,
@@ -55,7 +53,6 @@ impl<'a, E> RecvSource<'a, E> {
         RecvSource {
             recv,
             held: None,
-            out: None,
             ended: false,
             trailers: None,
             timeout,
@@ -76,8 +73,7 @@ impl<E: Copy + Send> Source for RecvSource<'_, E> {
         };
         if let Some(b) = self.held.take() {
             let _ = recv.flow_control().release_capacity(b.len());
-            let out = self.out.insert(b);
-            return Ok(Piece::Data(&out[..]));
+            return Ok(Piece::Shared(b));
         }
         if self.ended || recv.is_end_stream() {
             if let Some(w) = self.read_whole.as_deref_mut() {
@@ -89,7 +85,6 @@ impl<E: Copy + Send> Source for RecvSource<'_, E> {
     }
 
     async fn read_more(&mut self) -> Result<(), E> {
-        self.out = None;
         let Some(recv) = self.recv.as_deref_mut() else {
             return Ok(());
         };
@@ -147,7 +142,13 @@ pub struct H2Sink<'a> {
 
 impl H2Sink<'_> {
     /// Sends `data` (and the stream's end with `end`, on its last frame).
-    pub async fn send_data(&mut self, mut data: &[u8], end: bool) -> Result<(), SendError> {
+    pub async fn send_data(&mut self, data: &[u8], end: bool) -> Result<(), SendError> {
+        self.send_bytes(Bytes::copy_from_slice(data), end).await
+    }
+
+    /// Sends `data` as DATA frames of what the peer's window grants, each
+    /// a slice of `data` (no copy), and the stream's end with `end`.
+    pub async fn send_bytes(&mut self, mut data: Bytes, end: bool) -> Result<(), SendError> {
         if data.is_empty() && end {
             return self.end(None);
         }
@@ -169,9 +170,8 @@ impl H2Sink<'_> {
             let n = n.min(data.len());
             let last = end && n == data.len();
             self.send
-                .send_data(Bytes::copy_from_slice(&data[..n]), last)
+                .send_data(data.split_to(n), last)
                 .map_err(|_| SendError::Closed)?;
-            data = &data[n..];
         }
         Ok(())
     }
@@ -193,6 +193,10 @@ impl Sink for H2Sink<'_> {
 
     async fn push(&mut self, data: &[u8]) -> Result<Flow, SendError> {
         self.send_data(data, false).await.map(|()| Flow::Go)
+    }
+
+    async fn push_shared(&mut self, data: Bytes) -> Result<Flow, SendError> {
+        self.send_bytes(data, false).await.map(|()| Flow::Go)
     }
 
     async fn flush(&mut self) -> Result<Flow, SendError> {

@@ -22,9 +22,9 @@ use super::Open;
 use crate::engine::attempt::{Client, ClientFailure, Respond, SMALL_BODY};
 use crate::engine::body::Framing;
 use crate::engine::copy::{Flow, Sink, Source};
-use crate::engine::exchange::{self, Ended};
-use crate::engine::fields::connection_specific;
-use crate::engine::head_write::answer_body;
+use crate::engine::exchange::{self, Exchanged};
+use crate::engine::fields::response_field_passes;
+use crate::engine::head_write::Own;
 use crate::engine::io::{Buffered, UpstreamIo};
 use crate::engine::record::Record;
 use crate::engine::request::Req;
@@ -209,10 +209,7 @@ pub(super) async fn stream(
             e.metrics.client_error(no.reason);
             r.status = no.status;
             c.answer(no.status, no.why, None, false).await;
-            Ended::Refused {
-                keep: true,
-                linger: false,
-            }
+            Exchanged::Refused { keep: true }
         }
     };
     // Whether the client reset the stream (a stream left unfinished here
@@ -221,7 +218,7 @@ pub(super) async fn stream(
         Poll::Ready(matches!(c.respond.poll_reset(cx), Poll::Ready(Ok(_))))
     })
     .await;
-    open.ended(ended != Ended::Gone, reset_by_client);
+    open.ended(ended != Exchanged::Gone, reset_by_client);
     r.end(&e, &state, &c.request(), peer.map(|p| p.client.ip()), began);
 }
 
@@ -255,14 +252,14 @@ pub fn response<'k>(
         // An HTTP/2 backend's: the names and values as they are.
         Some(from) => {
             for (n, v) in from {
-                if n != http::header::DATE && !connection_specific(n.as_str().as_bytes()) {
+                if response_field_passes(n.as_str().as_bytes(), true) {
                     h.append(n.clone(), v.clone());
                 }
             }
         }
         None => {
             for (name, value) in head.fields() {
-                if name.eq_ignore_ascii_case(b"date") || connection_specific(name) {
+                if !response_field_passes(name, true) {
                     continue;
                 }
                 if let (Ok(n), Ok(v)) = (
@@ -287,6 +284,33 @@ pub fn response<'k>(
         }
     }
     resp
+}
+
+impl H2Client {
+    /// Sends the router's own answer `own` ([`Own::fields`], the body as
+    /// one DATA frame ending the stream).
+    async fn answer_own(&mut self, own: Own<'_>, backend: Option<&[u8]>) {
+        let mut resp = http::Response::builder()
+            .status(own.status())
+            .header("server", "ketama-router")
+            .header("date", &crate::engine::date::now()[..]);
+        own.fields(backend, |name, value| {
+            resp = std::mem::take(&mut resp).header(name, value);
+        });
+        let mut body = Vec::new();
+        own.body(&mut body);
+        let Ok(resp) = resp.body(()) else { return };
+        let Ok(mut send) = self.respond.send_response(resp, body.is_empty()) else {
+            return;
+        };
+        if !body.is_empty() {
+            let mut sink = H2Sink {
+                send: &mut send,
+                timeout: self.send_timeout,
+            };
+            let _ = sink.send_bytes(body.into(), true).await;
+        }
+    }
 }
 
 impl Client for H2Client {
@@ -413,7 +437,7 @@ impl Client for H2Client {
             .send_response(resp, end)
             .map_err(|_| SendError::Closed)?;
         let (send, ended) = self.out.insert((send, end));
-        Ok(H2Out {
+        Ok(H2ClientSink {
             send,
             timeout: self.send_timeout,
             ended,
@@ -421,48 +445,17 @@ impl Client for H2Client {
     }
 
     async fn answer(&mut self, status: u16, words: &str, backend: Option<&[u8]>, _keep: bool) {
-        let mut body = Vec::new();
-        let head = self.request().is_head();
-        if !head {
-            answer_body(words, &mut body);
-        }
-        let mut resp = http::Response::builder()
-            .status(status)
-            .header("server", "ketama-router")
-            .header("date", &crate::engine::date::now()[..])
-            .header("content-type", "text/plain")
-            .header("cache-control", "private, no-store")
-            .header("content-length", body.len());
-        if let Some(b) = backend {
-            resp = resp.header("x-ketama-backend", b);
-        }
-        let Ok(resp) = resp.body(()) else { return };
-        let Ok(mut send) = self.respond.send_response(resp, body.is_empty()) else {
-            return;
+        let head_request = self.request().is_head();
+        let own = Own::Plain {
+            status,
+            words,
+            head_request,
         };
-        if !body.is_empty() {
-            let mut sink = H2Sink {
-                send: &mut send,
-                timeout: self.send_timeout,
-            };
-            let _ = sink.send_data(&body, true).await;
-        }
+        self.answer_own(own, backend).await;
     }
 
     async fn answer_grpc(&mut self, code: u8, words: &str, backend: Option<&[u8]>, _keep: bool) {
-        let mut resp = http::Response::builder()
-            .status(200)
-            .header("server", "ketama-router")
-            .header("date", &crate::engine::date::now()[..])
-            .header("content-type", "application/grpc")
-            .header("grpc-status", u16::from(code))
-            .header("grpc-message", crate::engine::grpc::encode_message(words));
-        if let Some(b) = backend {
-            resp = resp.header("x-ketama-backend", b);
-        }
-        if let Ok(resp) = resp.body(()) {
-            let _ = self.respond.send_response(resp, true);
-        }
+        self.answer_own(Own::Grpc { code, words }, backend).await;
     }
 
     async fn end_late(&mut self, code: u8, words: &str) -> bool {
@@ -489,14 +482,14 @@ impl Client for H2Client {
 }
 
 /// An HTTP/2 response's body on its way: the stream's sender.
-pub struct H2Out<'a> {
+pub struct H2ClientSink<'a> {
     send: &'a mut SendStream<Bytes>,
     timeout: Duration,
     /// The stream ended (with the head, for a response without a body).
     ended: &'a mut bool,
 }
 
-impl Sink for H2Out<'_> {
+impl Sink for H2ClientSink<'_> {
     type Error = SendError;
 
     async fn push(&mut self, data: &[u8]) -> Result<Flow, SendError> {
@@ -505,6 +498,15 @@ impl Sink for H2Out<'_> {
             timeout: self.timeout,
         }
         .push(data)
+        .await
+    }
+
+    async fn push_shared(&mut self, data: Bytes) -> Result<Flow, SendError> {
+        H2Sink {
+            send: self.send,
+            timeout: self.timeout,
+        }
+        .push_shared(data)
         .await
     }
 

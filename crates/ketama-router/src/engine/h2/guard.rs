@@ -89,11 +89,6 @@ impl Guarded {
         self.watch.clone()
     }
 
-    /// The stream under it.
-    pub fn get_ref(&self) -> &ClientIo {
-        &self.io
-    }
-
     /// Moves the deadline as header phases begin and end.
     fn track(&mut self, new: &[u8]) {
         let was = self.scan.in_header();

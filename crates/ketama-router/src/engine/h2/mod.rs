@@ -1,6 +1,6 @@
 //! HTTP/2 clients (ALPN `h2`, or h2c with prior knowledge), served with
 //! the `h2` crate: each stream an exchange through the same code as an
-//! HTTP/1 request ([`super::exchange`], with an [`H2Client`]), on a task
+//! HTTP/1 request ([`super::exchange`], with an [`client::H2Client`]), on a task
 //! of its own on the connection's worker thread.
 //!
 //! What a connection may cost, each a `[server]` setting where nginx has
@@ -45,9 +45,6 @@ pub mod guard;
 pub mod rules;
 mod scan;
 pub mod upstream;
-
-pub use body::{H2Sink, RecvSource};
-pub use client::{H2Client, H2Request};
 
 /// The HTTP/2 connection preface (RFC 9113 section 3.4).
 pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
