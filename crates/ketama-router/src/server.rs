@@ -83,64 +83,8 @@ pub fn build(
     start: Start,
 ) -> anyhow::Result<(Server, Arc<RoutingCell>)> {
     let s = &v.config.server;
-    // The upgrade socket first: `--upgrade` without one (or with an unsafe
-    // one) is refused before anything is bound or waited for.
-    let upgrade_sock = crate::upgrade::resolve_here(&v);
-    match &upgrade_sock {
-        Some(p) if start.upgrade => crate::upgrade::check_for_upgrade(p)?,
-        Some(p) if crate::upgrade::check(p)? == crate::upgrade::Found::NoDirectory => {
-            tracing::warn!(path = %p.display(), "the graceful upgrade socket's directory does not exist yet: an upgrade is refused until it does (mode 0700, the router's user)");
-        }
-        Some(_) => {}
-        None if start.upgrade => return Err(crate::upgrade::UpgradeSockError::NoSocket.into()),
-        None => {}
-    }
-    match &upgrade_sock {
-        Some(p) => tracing::info!(path = %p.display(), "graceful upgrade socket"),
-        None => tracing::info!(
-            "no graceful upgrade socket (neither server.upgrade_sock nor RUNTIME_DIRECTORY): SIGQUIT stops gracefully without handing the listeners over"
-        ),
-    }
-    // Every listener, by its config key. A start binds them all now, so an
-    // address in use is an error naming its key before anything else
-    // happens; an upgrade takes them over from the old process instead.
-    let endpoint = |key: String, addr: SocketAddr| Endpoint { key, addr };
-    let proxy_endpoints: Vec<_> = v
-        .listen
-        .iter()
-        .enumerate()
-        .map(|(i, a)| endpoint(format!("server.listen[{i}]"), *a))
-        .collect();
-    let tls_endpoints: Vec<_> = v
-        .tls_listen
-        .iter()
-        .enumerate()
-        .map(|(i, a)| endpoint(format!("tls.listen[{i}]"), *a))
-        .collect();
-    let admin_endpoints = vec![endpoint("admin.listen".into(), v.admin_listen)];
-    let (proxy_sockets, tls_sockets, admin_sockets) = match (&upgrade_sock, start.upgrade) {
-        (Some(path), true) => {
-            let mut received = crate::handover::receive(path)?;
-            tracing::info!(sockets = received.len(), "listening sockets received");
-            let taken = (
-                crate::listen::take_all(&proxy_endpoints, &mut received)?,
-                crate::listen::take_all(&tls_endpoints, &mut received)?,
-                crate::listen::take_all(&admin_endpoints, &mut received)?,
-            );
-            for name in received.keys() {
-                tracing::warn!(
-                    socket = name.as_str(),
-                    "a listening socket received and not in this config: closed"
-                );
-            }
-            taken
-        }
-        _ => (
-            crate::listen::bind_all(&proxy_endpoints)?,
-            crate::listen::bind_all(&tls_endpoints)?,
-            crate::listen::bind_all(&admin_endpoints)?,
-        ),
-    };
+    let upgrade_sock = upgrade_socket(&v, start.upgrade)?;
+    let [proxy, tls, admin_sockets] = sockets(&v, upgrade_sock.as_deref(), start.upgrade)?;
     let file_limit = raise_file_limit();
     let default_max = default_max_connections(file_limit, s.upstream_keepalive_pool_size);
     tracing::info!(
@@ -190,20 +134,146 @@ pub fn build(
         )
         .context("cannot build the routing state")?,
     );
-    // The certificates the state loaded (once: not read again to warn).
+    warn_expiring(&cell);
+
+    let drain = Arc::new(Drain::default());
+    let apps = apps(
+        &cell,
+        default_max,
+        &metrics,
+        &access_log,
+        &discovery,
+        &control,
+        &drain,
+    );
+    let listeners = listeners([proxy, tls, admin_sockets], apps);
+    let background = background(
+        &cell,
+        discovery,
+        control,
+        &metrics,
+        access_log,
+        &start.early,
+    );
+    let server = Server {
+        workers,
+        work_stealing,
+        grace,
+        upgrade_sock,
+        listeners,
+        background,
+        metrics,
+        drain,
+        early: start.early,
+    };
+    Ok((server, cell))
+}
+
+/// The graceful upgrade socket, checked first: `--upgrade` (`upgrade`)
+/// without one, or with an unsafe one, is refused before anything is
+/// bound or waited for.
+fn upgrade_socket(v: &Validated, upgrade: bool) -> anyhow::Result<Option<std::path::PathBuf>> {
+    let upgrade_sock = crate::upgrade::resolve_here(v);
+    match &upgrade_sock {
+        Some(p) if upgrade => crate::upgrade::check_for_upgrade(p)?,
+        Some(p) if crate::upgrade::check(p)? == crate::upgrade::Found::NoDirectory => {
+            tracing::warn!(path = %p.display(), "the graceful upgrade socket's directory does not exist yet: an upgrade is refused until it does (mode 0700, the router's user)");
+        }
+        Some(_) => {}
+        None if upgrade => return Err(crate::upgrade::UpgradeSockError::NoSocket.into()),
+        None => {}
+    }
+    match &upgrade_sock {
+        Some(p) => tracing::info!(path = %p.display(), "graceful upgrade socket"),
+        None => tracing::info!(
+            "no graceful upgrade socket (neither server.upgrade_sock nor RUNTIME_DIRECTORY): SIGQUIT stops gracefully without handing the listeners over"
+        ),
+    }
+    Ok(upgrade_sock)
+}
+
+/// Every listener's endpoints (by config key) and sockets: proxy, TLS,
+/// admin.
+type Sockets = [(Vec<Endpoint>, Vec<std::net::TcpListener>); 3];
+
+/// Every listener, by its config key. A start binds them all now, so an
+/// address in use is an error naming its key before anything else
+/// happens; an upgrade takes them over from the old process instead.
+fn sockets(
+    v: &Validated,
+    upgrade_sock: Option<&std::path::Path>,
+    upgrade: bool,
+) -> anyhow::Result<Sockets> {
+    let endpoint = |key: String, addr: SocketAddr| Endpoint { key, addr };
+    let proxy_endpoints: Vec<_> = v
+        .listen
+        .iter()
+        .enumerate()
+        .map(|(i, a)| endpoint(format!("server.listen[{i}]"), *a))
+        .collect();
+    let tls_endpoints: Vec<_> = v
+        .tls_listen
+        .iter()
+        .enumerate()
+        .map(|(i, a)| endpoint(format!("tls.listen[{i}]"), *a))
+        .collect();
+    let admin_endpoints = vec![endpoint("admin.listen".into(), v.admin_listen)];
+    let (proxy_sockets, tls_sockets, admin_sockets) = match (upgrade_sock, upgrade) {
+        (Some(path), true) => {
+            let mut received = crate::handover::receive(path)?;
+            tracing::info!(sockets = received.len(), "listening sockets received");
+            let taken = (
+                crate::listen::take_all(&proxy_endpoints, &mut received)?,
+                crate::listen::take_all(&tls_endpoints, &mut received)?,
+                crate::listen::take_all(&admin_endpoints, &mut received)?,
+            );
+            for name in received.keys() {
+                tracing::warn!(
+                    socket = name.as_str(),
+                    "a listening socket received and not in this config: closed"
+                );
+            }
+            taken
+        }
+        _ => (
+            crate::listen::bind_all(&proxy_endpoints)?,
+            crate::listen::bind_all(&tls_endpoints)?,
+            crate::listen::bind_all(&admin_endpoints)?,
+        ),
+    };
+    Ok([
+        (proxy_endpoints, proxy_sockets),
+        (tls_endpoints, tls_sockets),
+        (admin_endpoints, admin_sockets),
+    ])
+}
+
+/// Warns of the certificates the first state loaded that expire soon
+/// (once: reloads do not read them again to warn).
+fn warn_expiring(cell: &RoutingCell) {
     let first = cell.state();
     let (_, expiring) = crate::tls::certificate_report(&first.validated.file, first.tls.as_deref());
     for w in expiring {
         tracing::warn!("{w}");
     }
-    drop(first);
+}
 
+/// What serves each kind of listener: the engine behind the connection
+/// guard (plain and TLS), and the admin API.
+fn apps(
+    cell: &Arc<RoutingCell>,
+    default_max: usize,
+    metrics: &Arc<Metrics>,
+    access_log: &AccessLog,
+    discovery: &Arc<DiscoveryState>,
+    control: &Option<Arc<crate::control::Control>>,
+    drain: &Arc<Drain>,
+) -> [App; 3] {
     let engine = Arc::new(crate::engine::Engine {
         routing: cell.reader(),
         metrics: metrics.clone(),
         access_log: access_log.clone(),
     });
-    let drain = Arc::new(Drain::default());
     let guard = Admission::new(
         default_max,
         cell.reader(),
@@ -212,7 +282,6 @@ pub fn build(
         drain.clone(),
     );
     let tls_guard = App::Engine(Arc::new(guard.tls_twin()));
-    let guard = App::Engine(Arc::new(guard));
     let admin = App::Admin(Arc::new(AdminServer {
         admin: Admin {
             cell: cell.clone(),
@@ -223,12 +292,13 @@ pub fn build(
             latency: Default::default(),
         },
     }));
+    [App::Engine(Arc::new(guard)), tls_guard, admin]
+}
+
+/// Each socket with its endpoint and what serves it.
+fn listeners(sockets: Sockets, apps: [App; 3]) -> Vec<Listener> {
     let mut listeners = Vec::new();
-    for (endpoints, sockets, app) in [
-        (proxy_endpoints, proxy_sockets, guard),
-        (tls_endpoints, tls_sockets, tls_guard),
-        (admin_endpoints, admin_sockets, admin),
-    ] {
+    for ((endpoints, sockets), app) in sockets.into_iter().zip(apps) {
         for (endpoint, socket) in endpoints.into_iter().zip(sockets) {
             listeners.push(Listener {
                 endpoint,
@@ -237,7 +307,19 @@ pub fn build(
             });
         }
     }
-    let background: Vec<(&'static str, Arc<dyn Background>)> = vec![
+    listeners
+}
+
+/// The services beside the listeners, by name.
+fn background(
+    cell: &Arc<RoutingCell>,
+    discovery: Arc<DiscoveryState>,
+    control: Option<Arc<crate::control::Control>>,
+    metrics: &Arc<Metrics>,
+    access_log: AccessLog,
+    early: &Early,
+) -> Vec<(&'static str, Arc<dyn Background>)> {
+    vec![
         (
             "health checks",
             Arc::new(HealthChecker {
@@ -274,22 +356,10 @@ pub fn build(
             "sighup reload",
             Arc::new(SighupReloader {
                 cell: cell.clone(),
-                early: start.early.clone(),
+                early: early.clone(),
             }),
         ),
-    ];
-    let server = Server {
-        workers,
-        work_stealing,
-        grace,
-        upgrade_sock,
-        listeners,
-        background,
-        metrics,
-        drain,
-        early: start.early,
-    };
-    Ok((server, cell))
+    ]
 }
 
 /// Resolves the config's discovery sources once before the first

@@ -62,15 +62,9 @@ fn ratio(num: u64, den: u64) -> Option<f64> {
     (den > 0).then(|| num as f64 / den as f64)
 }
 
-/// The figures of one interval and the guards' verdict on them.
-/// `baseline` is the stage's scopes' (hits, origin contacts) over the
-/// baseline window.
-pub fn judge(
-    g: &Guards,
-    scopes: &[String],
-    baseline: Option<(u64, u64)>,
-    deltas: &[Delta],
-) -> (Figures, Verdict) {
+/// What the routers of `scopes` measured over the interval (`deltas`),
+/// beside the baseline's hits and origin contacts.
+pub fn figures(scopes: &[String], baseline: Option<(u64, u64)>, deltas: &[Delta]) -> Figures {
     let concerned: Vec<&Delta> = deltas
         .iter()
         .filter(|d| scopes.contains(&d.scope))
@@ -127,7 +121,7 @@ pub fn judge(
             ring_hit_ratio.insert(ring.to_string(), x);
         }
     }
-    let f = Figures {
+    Figures {
         ring_hit_ratio,
         routers: concerned.len(),
         requests,
@@ -140,7 +134,19 @@ pub fn judge(
         old_error_ratio: ratio(old_errors, old_answers),
         latency: latency_of(&concerned),
         metrics: BTreeMap::new(),
-    };
+    }
+}
+
+/// The figures of one interval and the guards' verdict on them.
+/// `baseline` is the stage's scopes' (hits, origin contacts) over the
+/// baseline window.
+pub fn judge(
+    g: &Guards,
+    scopes: &[String],
+    baseline: Option<(u64, u64)>,
+    deltas: &[Delta],
+) -> (Figures, Verdict) {
+    let f = figures(scopes, baseline, deltas);
     let mut failed = Vec::new();
     if let Some(max) = g.max_origin_rps {
         if f.origin_rps > max {
@@ -150,19 +156,19 @@ pub fn judge(
             ));
         }
     }
-    if concerned.is_empty() {
+    if f.routers == 0 {
         return verdict(
             failed,
             vec!["no two reports from the scope's routers yet".into()],
             f,
         );
     }
-    if requests < g.min_requests {
+    if f.requests < g.min_requests {
         return verdict(
             failed,
             vec![format!(
-                "{requests} requests in the scope, under min_requests {}",
-                g.min_requests
+                "{} requests in the scope, under min_requests {}",
+                f.requests, g.min_requests
             )],
             f,
         );

@@ -241,153 +241,8 @@ impl PlanSpec {
         let g = raw.guards.ok_or_else(|| {
             err(0, "no [guards]: say at least interval and one guard (max_hit_ratio_drop, max_error_ratio, max_origin_rps)".into())
         })?;
-        let dur = |v: &Option<String>, key: &str, default: &str| -> Result<u64, PlanError> {
-            let s = v.as_deref().unwrap_or(default);
-            parse_duration(s)
-                .map(|d| d.as_millis() as u64)
-                .map_err(|m| err(line_of(text, None, key), format!("guards.{key}: {m}")))
-        };
-        let guards = Guards {
-            interval_ms: dur(&g.interval, "interval", "30s")?,
-            warmup_ms: dur(&g.warmup, "warmup", "2m")?,
-            baseline_ms: dur(&g.baseline, "baseline", "10m")?,
-            min_requests: g.min_requests.unwrap_or(1000),
-            max_hit_ratio_drop: g.max_hit_ratio_drop,
-            max_moved_hit_ratio_drop: g.max_moved_hit_ratio_drop,
-            max_error_ratio: g.max_error_ratio,
-            max_origin_rps: g.max_origin_rps,
-            failures_to_rollback: g.failures_to_rollback.unwrap_or(3),
-            on_failure: g.on_failure.unwrap_or(OnFailure::Rollback),
-            max_inconclusive: g.max_inconclusive.unwrap_or(DEFAULT_MAX_INCONCLUSIVE),
-            compare: g.compare.unwrap_or_default(),
-            metrics: super::metrics::parse(g.metric.unwrap_or_default(), text, file)?,
-        };
-        if guards.max_inconclusive == 0 {
-            return Err(err(
-                line_of(text, None, "max_inconclusive"),
-                "guards.max_inconclusive must be at least 1 (consecutive inconclusive checks that count as a failure)".into(),
-            ));
-        }
-        if guards.interval_ms == 0 {
-            return Err(err(
-                line_of(text, None, "interval"),
-                "guards.interval must be above 0".into(),
-            ));
-        }
-        for (key, v) in [
-            ("max_hit_ratio_drop", guards.max_hit_ratio_drop),
-            ("max_moved_hit_ratio_drop", guards.max_moved_hit_ratio_drop),
-            ("max_error_ratio", guards.max_error_ratio),
-        ] {
-            if v.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
-                return Err(err(
-                    line_of(text, None, key),
-                    format!("guards.{key} is a ratio: from 0 to 1 (0.05 is 5 points)"),
-                ));
-            }
-        }
-        if guards
-            .max_origin_rps
-            .is_some_and(|v| v.is_nan() || v <= 0.0)
-        {
-            return Err(err(
-                line_of(text, None, "max_origin_rps"),
-                "guards.max_origin_rps must be above 0 (origin requests per second)".into(),
-            ));
-        }
-        if guards.max_hit_ratio_drop.is_none()
-            && guards.max_moved_hit_ratio_drop.is_none()
-            && guards.max_error_ratio.is_none()
-            && guards.max_origin_rps.is_none()
-            && guards.metrics.is_empty()
-        {
-            return Err(err(
-                line_of(text, None, ""),
-                "[guards] has no guard: set max_hit_ratio_drop, max_moved_hit_ratio_drop, max_error_ratio or max_origin_rps".into(),
-            ));
-        }
-        if (guards.max_hit_ratio_drop.is_some() || guards.max_moved_hit_ratio_drop.is_some())
-            && guards.compare == CompareWith::Baseline
-            && guards.baseline_ms < guards.interval_ms
-        {
-            return Err(err(
-                line_of(text, None, "baseline"),
-                "guards.baseline must be at least one interval: the hit ratio is compared with it"
-                    .into(),
-            ));
-        }
-        if guards.failures_to_rollback == 0 {
-            return Err(err(
-                line_of(text, None, "failures_to_rollback"),
-                "guards.failures_to_rollback must be at least 1".into(),
-            ));
-        }
-        let mut stages = Vec::with_capacity(raw.stage.len());
-        let mut seen: Vec<&str> = Vec::new();
-        let last = raw.stage.len() - 1;
-        for (i, s) in raw.stage.iter().enumerate() {
-            let at = |key| line_of(text, Some(i), key);
-            if s.scopes.is_empty() {
-                return Err(err(
-                    at("scopes"),
-                    format!(
-                        "stage {}: scopes is empty: name the scopes it moves, or \"*\"",
-                        i + 1
-                    ),
-                ));
-            }
-            for sc in &s.scopes {
-                if sc == "*" && (s.scopes.len() > 1 || i != last) {
-                    return Err(err(
-                        at("scopes"),
-                        format!(
-                            "stage {}: \"*\" (every other scope) stands alone, in the last stage",
-                            i + 1
-                        ),
-                    ));
-                }
-                if sc.is_empty() || sc.contains(['/', ' ']) {
-                    return Err(err(
-                        at("scopes"),
-                        format!("stage {}: {sc:?} is not a scope name", i + 1),
-                    ));
-                }
-                if seen.contains(&sc.as_str()) {
-                    return Err(err(at("scopes"), format!("stage {}: scope {sc:?} is in an earlier stage: a scope moves in one stage", i + 1)));
-                }
-                seen.push(sc);
-            }
-            if s.steps_bp.is_empty() {
-                return Err(err(at("steps_bp"), format!("stage {}: steps_bp is empty: give the shares to step through, in basis points", i + 1)));
-            }
-            for w in s.steps_bp.windows(2) {
-                if w[1] <= w[0] {
-                    return Err(err(at("steps_bp"), format!("stage {}: steps go up only: {} after {} (a plan never steps down by itself)", i + 1, w[1], w[0])));
-                }
-            }
-            if let Some(&bp) = s.steps_bp.iter().find(|&&b| b == 0 || b > 10_000) {
-                return Err(err(
-                    at("steps_bp"),
-                    format!(
-                        "stage {}: {bp} is not a share: from 1 to 10000 basis points",
-                        i + 1
-                    ),
-                ));
-            }
-            let hold = parse_duration(&s.hold)
-                .map_err(|m| err(at("hold"), format!("stage {}: hold: {m}", i + 1)))?
-                .as_millis() as u64;
-            let least = guards.warmup_ms + 2 * guards.interval_ms;
-            if hold < least {
-                return Err(err(at("hold"), format!("stage {}: hold {} is shorter than warmup plus two intervals ({} ms): no step could be judged", i + 1, s.hold, least)));
-            }
-            stages.push(Stage {
-                scopes: s.scopes.clone(),
-                steps_bp: s.steps_bp.clone(),
-                hold_ms: hold,
-                approve: s.approve.unwrap_or(false),
-            });
-        }
+        let guards = parse_guards(g, text, file)?;
+        let stages = parse_stages(&raw.stage, &guards, text, file)?;
         let notify = match raw.notify {
             Some(n) => {
                 if !(n.webhook.starts_with("http://") || n.webhook.starts_with("https://")) {
@@ -488,6 +343,191 @@ impl PlanSpec {
         }
         Ok(())
     }
+}
+
+/// `[guards]`, each value checked, errors naming the line.
+fn parse_guards(g: RawGuards, text: &str, file: &str) -> Result<Guards, PlanError> {
+    let err = |line: usize, message: String| PlanError {
+        file: file.to_string(),
+        line,
+        message,
+    };
+    let dur = |v: &Option<String>, key: &str, default: &str| -> Result<u64, PlanError> {
+        let s = v.as_deref().unwrap_or(default);
+        parse_duration(s)
+            .map(|d| d.as_millis() as u64)
+            .map_err(|m| err(line_of(text, None, key), format!("guards.{key}: {m}")))
+    };
+    let guards = Guards {
+        interval_ms: dur(&g.interval, "interval", "30s")?,
+        warmup_ms: dur(&g.warmup, "warmup", "2m")?,
+        baseline_ms: dur(&g.baseline, "baseline", "10m")?,
+        min_requests: g.min_requests.unwrap_or(1000),
+        max_hit_ratio_drop: g.max_hit_ratio_drop,
+        max_moved_hit_ratio_drop: g.max_moved_hit_ratio_drop,
+        max_error_ratio: g.max_error_ratio,
+        max_origin_rps: g.max_origin_rps,
+        failures_to_rollback: g.failures_to_rollback.unwrap_or(3),
+        on_failure: g.on_failure.unwrap_or(OnFailure::Rollback),
+        max_inconclusive: g.max_inconclusive.unwrap_or(DEFAULT_MAX_INCONCLUSIVE),
+        compare: g.compare.unwrap_or_default(),
+        metrics: super::metrics::parse(g.metric.unwrap_or_default(), text, file)?,
+    };
+    if guards.max_inconclusive == 0 {
+        return Err(err(
+            line_of(text, None, "max_inconclusive"),
+            "guards.max_inconclusive must be at least 1 (consecutive inconclusive checks that count as a failure)".into(),
+        ));
+    }
+    if guards.interval_ms == 0 {
+        return Err(err(
+            line_of(text, None, "interval"),
+            "guards.interval must be above 0".into(),
+        ));
+    }
+    for (key, v) in [
+        ("max_hit_ratio_drop", guards.max_hit_ratio_drop),
+        ("max_moved_hit_ratio_drop", guards.max_moved_hit_ratio_drop),
+        ("max_error_ratio", guards.max_error_ratio),
+    ] {
+        if v.is_some_and(|v| !(0.0..=1.0).contains(&v)) {
+            return Err(err(
+                line_of(text, None, key),
+                format!("guards.{key} is a ratio: from 0 to 1 (0.05 is 5 points)"),
+            ));
+        }
+    }
+    if guards
+        .max_origin_rps
+        .is_some_and(|v| v.is_nan() || v <= 0.0)
+    {
+        return Err(err(
+            line_of(text, None, "max_origin_rps"),
+            "guards.max_origin_rps must be above 0 (origin requests per second)".into(),
+        ));
+    }
+    if guards.max_hit_ratio_drop.is_none()
+        && guards.max_moved_hit_ratio_drop.is_none()
+        && guards.max_error_ratio.is_none()
+        && guards.max_origin_rps.is_none()
+        && guards.metrics.is_empty()
+    {
+        return Err(err(
+            line_of(text, None, ""),
+            "[guards] has no guard: set max_hit_ratio_drop, max_moved_hit_ratio_drop, max_error_ratio or max_origin_rps".into(),
+        ));
+    }
+    if (guards.max_hit_ratio_drop.is_some() || guards.max_moved_hit_ratio_drop.is_some())
+        && guards.compare == CompareWith::Baseline
+        && guards.baseline_ms < guards.interval_ms
+    {
+        return Err(err(
+            line_of(text, None, "baseline"),
+            "guards.baseline must be at least one interval: the hit ratio is compared with it"
+                .into(),
+        ));
+    }
+    if guards.failures_to_rollback == 0 {
+        return Err(err(
+            line_of(text, None, "failures_to_rollback"),
+            "guards.failures_to_rollback must be at least 1".into(),
+        ));
+    }
+    Ok(guards)
+}
+
+/// The `[[stage]]`s, each checked against the guards' timing, errors
+/// naming the line.
+fn parse_stages(
+    raw: &[RawStage],
+    guards: &Guards,
+    text: &str,
+    file: &str,
+) -> Result<Vec<Stage>, PlanError> {
+    let err = |line: usize, message: String| PlanError {
+        file: file.to_string(),
+        line,
+        message,
+    };
+    let mut stages = Vec::with_capacity(raw.len());
+    let mut seen: Vec<&str> = Vec::new();
+    let last = raw.len() - 1;
+    for (i, s) in raw.iter().enumerate() {
+        let at = |key| line_of(text, Some(i), key);
+        if s.scopes.is_empty() {
+            return Err(err(
+                at("scopes"),
+                format!(
+                    "stage {}: scopes is empty: name the scopes it moves, or \"*\"",
+                    i + 1
+                ),
+            ));
+        }
+        for sc in &s.scopes {
+            if sc == "*" && (s.scopes.len() > 1 || i != last) {
+                return Err(err(
+                    at("scopes"),
+                    format!(
+                        "stage {}: \"*\" (every other scope) stands alone, in the last stage",
+                        i + 1
+                    ),
+                ));
+            }
+            if sc.is_empty() || sc.contains(['/', ' ']) {
+                return Err(err(
+                    at("scopes"),
+                    format!("stage {}: {sc:?} is not a scope name", i + 1),
+                ));
+            }
+            if seen.contains(&sc.as_str()) {
+                return Err(err(
+                    at("scopes"),
+                    format!(
+                        "stage {}: scope {sc:?} is in an earlier stage: a scope moves in one stage",
+                        i + 1
+                    ),
+                ));
+            }
+            seen.push(sc);
+        }
+        if s.steps_bp.is_empty() {
+            return Err(err(
+                at("steps_bp"),
+                format!(
+                    "stage {}: steps_bp is empty: give the shares to step through, in basis points",
+                    i + 1
+                ),
+            ));
+        }
+        for w in s.steps_bp.windows(2) {
+            if w[1] <= w[0] {
+                return Err(err(at("steps_bp"), format!("stage {}: steps go up only: {} after {} (a plan never steps down by itself)", i + 1, w[1], w[0])));
+            }
+        }
+        if let Some(&bp) = s.steps_bp.iter().find(|&&b| b == 0 || b > 10_000) {
+            return Err(err(
+                at("steps_bp"),
+                format!(
+                    "stage {}: {bp} is not a share: from 1 to 10000 basis points",
+                    i + 1
+                ),
+            ));
+        }
+        let hold = parse_duration(&s.hold)
+            .map_err(|m| err(at("hold"), format!("stage {}: hold: {m}", i + 1)))?
+            .as_millis() as u64;
+        let least = guards.warmup_ms + 2 * guards.interval_ms;
+        if hold < least {
+            return Err(err(at("hold"), format!("stage {}: hold {} is shorter than warmup plus two intervals ({} ms): no step could be judged", i + 1, s.hold, least)));
+        }
+        stages.push(Stage {
+            scopes: s.scopes.clone(),
+            steps_bp: s.steps_bp.clone(),
+            hold_ms: hold,
+            approve: s.approve.unwrap_or(false),
+        });
+    }
+    Ok(stages)
 }
 
 #[cfg(test)]

@@ -14,12 +14,14 @@ use ketama_config::model::ServerSection;
 
 use super::body::Framing;
 use super::copy::{Sink, Source};
-use super::record::Ketama;
+use super::head_write::Upstream;
+use super::record::{Ketama, Record};
 use super::request::Req;
 use super::response_head::ResponseView;
 use super::send::SendError;
 use super::Engine;
 use crate::policy::{Attempt, Failure, Stage};
+use crate::state::RoutingState;
 
 /// Bodies up to this size are read whole before a backend is tried, so
 /// that a failover can send them again.
@@ -190,4 +192,35 @@ pub fn send_failed(e: &Engine, err: SendError) -> Tried {
 /// What a failed attempt at the upstream `stage` is.
 pub fn failed(stage: Stage, failure: Failure) -> Tried {
     Tried::Failed(Attempt { stage, failure })
+}
+
+/// What the request head for backend `n` carries besides the client's,
+/// either protocol: `X-Forwarded-*` when `[server] forwarded_headers` is
+/// on, and `[migration] previous_owner_header` with the previous owner
+/// when this backend gets one (counted); `chunked`: the body goes chunked.
+pub fn upstream<'s, C: Client>(
+    e: &Engine,
+    c: &C,
+    state: &'s RoutingState,
+    r: &Record,
+    n: usize,
+    chunked: bool,
+) -> Upstream<'s> {
+    let told = crate::policy::route::previous_owner_hint(state, r.route.as_ref(), r.previous, n);
+    if told.is_some() {
+        e.metrics.previous_owner_hint();
+    }
+    Upstream {
+        chunked,
+        forwarded: state
+            .validated
+            .config
+            .server
+            .forwarded_headers
+            .then_some((c.peer(), c.tls())),
+        hint: state
+            .previous_owner_header
+            .as_ref()
+            .map(|h| (h.as_str().as_bytes(), told.map(str::as_bytes))),
+    }
 }

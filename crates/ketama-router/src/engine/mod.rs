@@ -42,6 +42,7 @@ pub(crate) mod copy;
 pub(crate) mod date;
 pub(crate) mod exchange;
 pub(crate) mod fields;
+pub(crate) mod framed;
 pub(crate) mod grpc;
 pub(crate) mod h1;
 pub(crate) mod h2;

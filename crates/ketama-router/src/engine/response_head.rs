@@ -12,7 +12,9 @@
 
 use super::body::Framing;
 use super::fields::{self, Line};
+use super::io::Buffered;
 use super::request_head::{Header, Span};
+use crate::policy::Failure;
 
 /// A backend's response head as the client's writer reads it, whichever
 /// protocol the backend spoke.
@@ -308,6 +310,32 @@ impl Drop for ResponseHead {
 
 /// A response head larger than this is refused.
 pub const MAX_RESPONSE_HEAD: usize = 1 << 20;
+
+/// Reads the final response head from what `up` holds into `head`, the
+/// one reader of it for every HTTP/1 backend (while the request is sent
+/// and after): interim `1xx` heads are dropped (consumed); `Ok(true)`
+/// once a final head is whole, `Ok(false)` when more is needed (within
+/// [`MAX_RESPONSE_HEAD`]), `Err` for a head nginx would not read.
+pub fn read_final<S>(up: &mut Buffered<S>, head: &mut ResponseHead) -> Result<bool, Failure> {
+    loop {
+        match head.parse(up.pending()) {
+            Ok(true) if interim(head.status) => {
+                up.consume(head.len);
+                up.compact();
+                head.restart();
+            }
+            Ok(true) => return Ok(true),
+            Ok(false) if up.pending().len() > MAX_RESPONSE_HEAD => {
+                return Err(Failure::BadResponse)
+            }
+            Ok(false) => return Ok(false),
+            Err(bad) => {
+                tracing::debug!(why = bad.0, "a bad response head");
+                return Err(Failure::BadResponse);
+            }
+        }
+    }
+}
 
 /// Whether a response head is an interim one the router drops (a `1xx`
 /// other than `101`).

@@ -28,10 +28,10 @@ use std::time::Duration;
 
 use tokio::io::AsyncWrite;
 
-use super::body::{push_chunk, push_last_chunk};
-use super::copy::{Flow, Sink};
+use super::copy::Flow;
+use super::framed::Out;
 use super::io::{poll_write_parts, Buffered, Parts, UpstreamIo};
-use super::response_head::{interim, ResponseHead, MAX_RESPONSE_HEAD};
+use super::response_head::{read_final, ResponseHead};
 use crate::policy::{Failure, Stage};
 
 /// What sending the request came to.
@@ -48,10 +48,10 @@ pub enum Sent {
 /// A backend's failure while the request was sent: where, and what.
 pub type UpFailure = (Stage, Failure);
 
-/// Where a request body goes on its way to an HTTP/1 backend: the
-/// connection, watched for an early answer (see the module docs), with
-/// the request head written before the first body bytes, and the body
-/// chunked again when `chunked`.
+/// Where a request body goes on its way to an HTTP/1 backend (its
+/// [`Out`]; [`super::framed::Framed`] chunks it again when it has no
+/// length): the connection, watched for an early answer (see the module
+/// docs), with the request head written before the first body bytes.
 pub struct UpstreamSink<'a> {
     /// The connection; what the backend sends goes to its buffer.
     pub up: &'a mut Buffered<UpstreamIo>,
@@ -59,10 +59,6 @@ pub struct UpstreamSink<'a> {
     pub head: &'a mut ResponseHead,
     /// The request head, until written.
     pub request_head: Option<&'a [u8]>,
-    /// The body goes chunked.
-    pub chunked: bool,
-    /// Chunked pieces gathered for the next write.
-    pub batch: Vec<u8>,
     /// Each write's timeout (`write_timeout_ms`).
     pub timeout: Duration,
 }
@@ -85,20 +81,10 @@ impl UpstreamSink<'_> {
                 Poll::Ready(Ok(0) | Err(_)) => return Poll::Ready(Err(Failure::Broken)),
                 Poll::Ready(Ok(_)) => {}
             }
-            loop {
-                match self.head.parse(self.up.pending()) {
-                    Ok(true) if interim(self.head.status) => {
-                        self.up.consume(self.head.len);
-                        self.up.compact();
-                        self.head.restart();
-                    }
-                    Ok(true) => return Poll::Ready(Ok(())),
-                    Ok(false) => break,
-                    Err(_) => return Poll::Ready(Err(Failure::BadResponse)),
-                }
-            }
-            if self.up.pending().len() > MAX_RESPONSE_HEAD {
-                return Poll::Ready(Err(Failure::BadResponse));
+            match read_final(self.up, self.head) {
+                Ok(true) => return Poll::Ready(Ok(())),
+                Ok(false) => {}
+                Err(f) => return Poll::Ready(Err(f)),
             }
         }
     }
@@ -117,7 +103,7 @@ impl UpstreamSink<'_> {
     /// Writes every byte of `parts` (vectored: one system call when the
     /// socket takes them all, then a flush for TLS), within the timeout,
     /// watching the backend while a write waits.
-    pub async fn write(&mut self, parts: &[&[u8]]) -> Result<Flow, UpFailure> {
+    pub async fn write_parts(&mut self, parts: &[&[u8]]) -> Result<Flow, UpFailure> {
         let mut parts = Parts::new(parts);
         let mut refused = false;
         let timeout = self.timeout;
@@ -150,42 +136,21 @@ impl UpstreamSink<'_> {
     /// Writes `data`, after the request head if it is still to go.
     async fn write_with_head(&mut self, data: &[u8]) -> Result<Flow, UpFailure> {
         match self.request_head.take() {
-            Some(h) => self.write(&[h, data]).await,
-            None => self.write(&[data]).await,
+            Some(h) => self.write_parts(&[h, data]).await,
+            None => self.write_parts(&[data]).await,
         }
     }
 }
 
-impl Sink for UpstreamSink<'_> {
+impl Out for UpstreamSink<'_> {
     type Error = UpFailure;
 
-    async fn push(&mut self, data: &[u8]) -> Result<Flow, UpFailure> {
-        if self.chunked {
-            push_chunk(data, &mut self.batch);
-            if self.batch.len() >= 64 * 1024 {
-                return self.flush().await;
-            }
-            return Ok(Flow::Go);
-        }
+    fn head_pending(&self) -> bool {
+        self.request_head.is_some()
+    }
+
+    async fn write(&mut self, data: &[u8]) -> Result<Flow, UpFailure> {
         self.write_with_head(data).await
-    }
-
-    async fn flush(&mut self) -> Result<Flow, UpFailure> {
-        if self.batch.is_empty() && self.request_head.is_none() {
-            return Ok(Flow::Go);
-        }
-        let batch = std::mem::take(&mut self.batch);
-        let flow = self.write_with_head(&batch).await;
-        self.batch = batch;
-        self.batch.clear();
-        flow
-    }
-
-    async fn finish(&mut self, trailers: Option<&http::HeaderMap>) -> Result<Flow, UpFailure> {
-        if self.chunked {
-            push_last_chunk(trailers, &mut self.batch);
-        }
-        self.flush().await
     }
 
     async fn race<F: Future + Send>(&mut self, f: F) -> Result<Option<F::Output>, UpFailure> {

@@ -11,14 +11,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::attempt::{failed, send_failed, Client, ClientFailure, Respond, Tried};
+use super::attempt::{failed, send_failed, upstream, Client, ClientFailure, Respond, Tried};
 use super::body::Framing;
 use super::copy::{copy, BodyError, BodySource, Copied, CopyError, Flow};
-use super::head_write::{self, Upstream};
+use super::framed::Framed;
+use super::head_write;
 use super::io::{Buffered, ReadError, UpstreamIo};
 use super::record::Record;
 use super::request::Req;
-use super::response_head::{interim, H1Response, ResponseHead, MAX_RESPONSE_HEAD};
+use super::response_head::{read_final, H1Response, ResponseHead};
 use super::upload::{Sent, UpstreamSink};
 use super::upstream::H1Conn;
 use super::{buffers, Engine};
@@ -37,20 +38,8 @@ pub async fn attempt<C: Client>(
     let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
     let limits = state.backends[n].limits;
     let mut out = buffers::take();
-    let told = crate::policy::route::previous_owner_hint(state, r.route.as_ref(), r.previous, n);
-    if told.is_some() {
-        e.metrics.previous_owner_hint();
-    }
-    let hint = state
-        .previous_owner_header
-        .as_ref()
-        .map(|h| (h.as_str().as_bytes(), told.map(str::as_bytes)));
     let chunked = c.buffered().is_none() && c.body_length().is_none();
-    let up = Upstream {
-        chunked,
-        forwarded: server.forwarded_headers.then_some((c.peer(), c.tls())),
-        hint,
-    };
+    let up = upstream(e, c, state, r, n, chunked);
     head_write::request_head(&c.request(), &up, &mut out);
     r.head_sent();
     let mut head = ResponseHead::new();
@@ -176,29 +165,24 @@ async fn send<C: Client>(
     server: &ketama_config::model::ServerSection,
     write_timeout: Duration,
 ) -> Result<Sent, Tried> {
-    let mut sink = UpstreamSink {
+    let mut up = UpstreamSink {
         up,
         head,
         request_head: Some(out),
-        chunked,
-        batch: Vec::new(),
         timeout: write_timeout,
     };
     if let Some(body) = c.buffered() {
-        let h = sink.request_head.take().unwrap_or_default();
-        return match sink.write(&[h, body]).await {
+        let h = up.request_head.take().unwrap_or_default();
+        return match up.write_parts(&[h, body]).await {
             Ok(Flow::Go) => Ok(Sent::Whole),
             Ok(Flow::Stop) => Ok(Sent::Answered),
             Err((stage, f)) => Err(failed(stage, f)),
         };
     }
-    if chunked {
-        sink.batch = buffers::take();
-    }
+    let mut sink = Framed::new(up, chunked);
     let mut body = c.body(server);
     let copied = copy(&mut body, &mut sink).await;
     drop(body);
-    buffers::give(std::mem::take(&mut sink.batch));
     match copied {
         Ok(Copied::Whole(_)) => Ok(Sent::Whole),
         Ok(Copied::Stopped(_)) => Ok(Sent::Answered),
@@ -218,22 +202,10 @@ async fn read_head<C: Client>(
     timeout: Duration,
 ) -> Result<(), Tried> {
     loop {
-        match head.parse(up.pending()) {
-            Ok(true) if interim(head.status) => {
-                up.consume(head.len);
-                up.compact();
-                head.restart();
-                continue;
-            }
+        match read_final(up, head) {
             Ok(true) => return Ok(()),
             Ok(false) => {}
-            Err(bad) => {
-                tracing::debug!(why = bad.0, "a bad response head");
-                return Err(failed(Stage::AwaitingHead, Failure::BadResponse));
-            }
-        }
-        if up.pending().len() > MAX_RESPONSE_HEAD {
-            return Err(failed(Stage::AwaitingHead, Failure::BadResponse));
+            Err(f) => return Err(failed(Stage::AwaitingHead, f)),
         }
         let read = tokio::select! {
             r = up.read_more(4096, usize::MAX, timeout) => r,

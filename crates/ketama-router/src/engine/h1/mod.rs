@@ -12,9 +12,10 @@ use std::time::Duration;
 use ketama_config::model::ServerSection;
 
 use super::attempt::{Client, ClientFailure, Respond, SMALL_BODY};
-use super::body::{push_chunk, push_last_chunk, Framing};
+use super::body::Framing;
 use super::buffers;
 use super::copy::{BodyError, BodySource, Flow, Piece, Sink, Source};
+use super::framed::{Framed, Out};
 use super::head_write::{self, Downstream, Own};
 use super::io::{Buffered, ClientIo, UpstreamIo};
 use super::request::{H1Request, Req};
@@ -271,13 +272,12 @@ impl Client for H1Client<'_> {
         };
         head_write::response_head(head, &d, r.ketama.iter(), &mut out);
         let timeout = self.send_timeout();
-        let mut sink = ClientSink {
+        let out = ClientOut {
             io: self.c.io.io(),
             head: Some(out),
-            chunked,
-            batch: Vec::new(),
             timeout,
         };
+        let mut sink = Framed::new(out, chunked);
         // The head goes with the first body bytes, or alone for none.
         if matches!(framing, Framing::Empty) {
             sink.flush().await?;
@@ -307,77 +307,42 @@ impl Client for H1Client<'_> {
     }
 }
 
-/// Where a response body goes to an HTTP/1 client: the head first (with
-/// the first body bytes, in one write), then the body as it comes (chunked
-/// pieces gathered and written once per read of the backend), under
+/// Where a response body goes to an HTTP/1 client (its [`Out`];
+/// [`Framed`] chunks it when asked): the head first, with the first body
+/// bytes in one write, then the body as it comes, under
 /// `send_timeout_ms`.
-pub struct ClientSink<'a> {
+pub struct ClientOut<'a> {
     io: &'a mut ClientIo,
     /// The response head, until written.
     head: Option<Vec<u8>>,
-    chunked: bool,
-    batch: Vec<u8>,
     timeout: Duration,
 }
 
-impl ClientSink<'_> {
-    async fn write(&mut self, data: &[u8]) -> Result<(), SendError> {
-        match self.head.take() {
+impl Drop for ClientOut<'_> {
+    fn drop(&mut self) {
+        if let Some(h) = self.head.take() {
+            buffers::give(h);
+        }
+    }
+}
+
+impl Out for ClientOut<'_> {
+    type Error = SendError;
+
+    fn head_pending(&self) -> bool {
+        self.head.is_some()
+    }
+
+    async fn write(&mut self, data: &[u8]) -> Result<Flow, SendError> {
+        let r = match self.head.take() {
             Some(h) => {
                 let r = send(self.io, &[&h, data], self.timeout).await;
                 buffers::give(h);
                 r
             }
             None => send(self.io, &[data], self.timeout).await,
-        }
-    }
-}
-
-impl Drop for ClientSink<'_> {
-    fn drop(&mut self) {
-        if let Some(h) = self.head.take() {
-            buffers::give(h);
-        }
-        buffers::give(std::mem::take(&mut self.batch));
-    }
-}
-
-impl Sink for ClientSink<'_> {
-    type Error = SendError;
-
-    async fn push(&mut self, data: &[u8]) -> Result<Flow, SendError> {
-        if self.chunked {
-            if self.batch.capacity() == 0 {
-                self.batch = buffers::take();
-            }
-            push_chunk(data, &mut self.batch);
-            if self.batch.len() >= 64 * 1024 {
-                self.flush().await?;
-            }
-            return Ok(Flow::Go);
-        }
-        self.write(data).await.map(|()| Flow::Go)
-    }
-
-    async fn flush(&mut self) -> Result<Flow, SendError> {
-        if self.batch.is_empty() && self.head.is_none() {
-            return Ok(Flow::Go);
-        }
-        let batch = std::mem::take(&mut self.batch);
-        let r = self.write(&batch).await;
-        self.batch = batch;
-        self.batch.clear();
+        };
         r.map(|()| Flow::Go)
-    }
-
-    async fn finish(&mut self, trailers: Option<&http::HeaderMap>) -> Result<Flow, SendError> {
-        if self.chunked {
-            if self.batch.capacity() == 0 {
-                self.batch = buffers::take();
-            }
-            push_last_chunk(trailers, &mut self.batch);
-        }
-        self.flush().await
     }
 }
 

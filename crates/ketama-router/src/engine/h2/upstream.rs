@@ -25,7 +25,9 @@ use http::HeaderName;
 
 use super::body::{H2Sink, RecvSource};
 use super::conns::Sender;
-use crate::engine::attempt::{failed, send_failed, Client, ClientFailure, Respond, Tried};
+use crate::engine::attempt::{
+    failed, send_failed, upstream, Client, ClientFailure, Respond, Tried,
+};
 use crate::engine::body::Framing;
 use crate::engine::copy::{copy, Copied, CopyError};
 use crate::engine::fields::connection_specific;
@@ -226,18 +228,7 @@ pub async fn attempt<C: Client>(
     let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
     let backend = &state.backends[n];
     let limits = backend.limits;
-    let told = crate::policy::route::previous_owner_hint(state, r.route.as_ref(), r.previous, n);
-    if told.is_some() {
-        e.metrics.previous_owner_hint();
-    }
-    let up = Upstream {
-        chunked: false,
-        forwarded: server.forwarded_headers.then_some((c.peer(), c.tls())),
-        hint: state
-            .previous_owner_header
-            .as_ref()
-            .map(|h| (h.as_str().as_bytes(), told.map(str::as_bytes))),
-    };
+    let up = upstream(e, c, state, r, n, false);
     let plain = backend.tls.is_none();
     let Ok(req) = request(&c.request(), &up, &backend.server, plain, r.deadline) else {
         return failed(Stage::Connect, Failure::Other);
