@@ -83,6 +83,23 @@ impl Drain {
         self.closing.load(Relaxed)
     }
 
+    /// The stop, as a future a connection polls beside its own work (the
+    /// one wait for it, HTTP/1 and HTTP/2, serving or parked): ready once
+    /// idle connections are to close, at once when they already are. Its
+    /// wake-up is registered before the flag is read, so a stop between
+    /// the two is not missed. Poll it until it is ready, not after.
+    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + '_ {
+        async move {
+            let woken = self.close_idle.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.is_closing() {
+                return;
+            }
+            woken.await
+        }
+    }
+
     /// Starts the stop's second half: idle connections close now.
     pub fn close_idle(&self) {
         self.closing.store(true, Relaxed);

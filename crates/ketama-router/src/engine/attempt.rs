@@ -87,10 +87,7 @@ pub trait Client: Send {
     ) -> impl Future<Output = Result<(), ClientFailure>> + Send;
     /// Reads the body whole when it is at most [`SMALL_BODY`] bytes (then
     /// [`Client::buffered`] holds it).
-    fn buffer_small_body(
-        &mut self,
-        server: &ServerSection,
-    ) -> impl Future<Output = Result<(), ClientFailure>> + Send;
+    fn buffer_small_body(&mut self) -> impl Future<Output = Result<(), ClientFailure>> + Send;
     /// The body read whole (empty for none), when it was.
     fn buffered(&self) -> Option<&[u8]>;
     /// The trailers that ended a body read whole (an HTTP/2 client's).
@@ -158,6 +155,9 @@ pub trait Client: Send {
     /// asked to keep it, and the router is not stopping; HTTP/2: always,
     /// the stream ends alone).
     fn keeps(&self) -> bool;
+    /// `client_body_timeout_ms`, read once per request: the longest wait
+    /// between two reads of its body.
+    fn body_timeout(&self) -> Duration;
     /// After a `101` to the WebSocket upgrade it asked for (HTTP/1 only):
     /// the client's connection and `up` joined until both ends closed, or
     /// nothing moved for `idle`; the bytes sent to the client.

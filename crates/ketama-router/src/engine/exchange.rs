@@ -26,13 +26,9 @@ pub enum Exchanged {
     /// A response went out: the client's side decided its connection's
     /// fate.
     Answered,
-    /// The router answered itself; the connection is kept when `keep`.
-    Refused {
-        /// The connection serves another request (whether it closes
-        /// lingering is the connection's to work out: the request was not
-        /// read to its end).
-        keep: bool,
-    },
+    /// The router answered itself (the answer said whether the connection
+    /// is kept: the client's side holds that).
+    Refused,
     /// The client left or failed; nothing more to do.
     Gone,
 }
@@ -64,7 +60,7 @@ pub async fn exchange<C: Client>(
         Err(err) => {
             tracing::error!("no route: {err}");
             own_answer(c, r, 500, "the request could not be routed", None, false).await;
-            return Exchanged::Refused { keep: false };
+            return Exchanged::Refused;
         }
     };
     e.metrics.lookup(route.version());
@@ -100,16 +96,11 @@ pub async fn exchange<C: Client>(
             r.status = 504;
             r.grpc_status = Some(grpc::DEADLINE_EXCEEDED);
             let backend = r.backend_named(state);
-            c.answer_grpc(
-                grpc::DEADLINE_EXCEEDED,
-                grpc::DEADLINE_WORDS,
-                backend,
-                false,
-            )
-            .await;
-            Exchanged::Refused {
-                keep: c.read_whole() && c.keeps(),
-            }
+            // Kept as any answer of the router's own is: when read whole.
+            let keep = c.read_whole() && c.keeps();
+            c.answer_grpc(grpc::DEADLINE_EXCEEDED, grpc::DEADLINE_WORDS, backend, keep)
+                .await;
+            Exchanged::Refused
         }
     }
 }
@@ -127,7 +118,7 @@ async fn attempts<C: Client>(
     if let Err(f) = c.continue_if_asked(send_timeout).await {
         return client_failed(e, c, r, f).await;
     }
-    if let Err(f) = c.buffer_small_body(server).await {
+    if let Err(f) = c.buffer_small_body().await {
         return client_failed(e, c, r, f).await;
     }
     loop {
@@ -243,7 +234,7 @@ async fn fail<C: Client>(
     let whole = c.read_whole();
     let keep = whole && c.keeps();
     own_answer(c, r, status, &words, backend, keep).await;
-    Exchanged::Refused { keep }
+    Exchanged::Refused
 }
 
 /// The client failed the request (its body): counted, answered when it
@@ -258,7 +249,7 @@ async fn client_failed<C: Client>(
     match f.answer() {
         Some((status, why)) => {
             own_answer(c, r, status, why, None, false).await;
-            Exchanged::Refused { keep: false }
+            Exchanged::Refused
         }
         None => Exchanged::Gone,
     }

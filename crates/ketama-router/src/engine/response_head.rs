@@ -272,17 +272,40 @@ impl ResponseHead {
     /// How the body after this head is delimited, for a request of
     /// method `head_request` (HEAD).
     pub fn body(&self, head_request: bool) -> Framing {
-        if head_request || no_body(self.status) {
-            Framing::Empty
-        } else if self.chunked {
-            Framing::Chunked
-        } else {
-            match self.content_length {
-                Some(0) => Framing::Empty,
-                Some(n) => Framing::Length(n),
-                None => Framing::UntilClose,
-            }
-        }
+        let (status, length) = (self.status, self.content_length);
+        framing(
+            head_request,
+            status,
+            self.chunked,
+            length,
+            Framing::UntilClose,
+        )
+    }
+}
+
+/// How a response's body is delimited, whichever protocol the backend
+/// speaks: none for a `HEAD` request or a status that has none (1xx, 204,
+/// 304); else chunked when the backend's was; else its length when it
+/// said one (0: none); else `unsaid`, what the backend's protocol leaves
+/// (HTTP/1: until the close; HTTP/2: as the stream's DATA frames come,
+/// none when the stream already ended).
+pub fn framing(
+    head_request: bool,
+    status: u16,
+    chunked: bool,
+    length: Option<u64>,
+    unsaid: Framing,
+) -> Framing {
+    if head_request || no_body(status) {
+        return Framing::Empty;
+    }
+    if chunked {
+        return Framing::Chunked;
+    }
+    match length {
+        Some(0) => Framing::Empty,
+        Some(n) => Framing::Length(n),
+        None => unsaid,
     }
 }
 

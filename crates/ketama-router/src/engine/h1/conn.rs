@@ -189,11 +189,9 @@ async fn request(
     let mut r = Record::default();
     let mut client = H1Client::new(&mut c, server);
     let ended = exchange::exchange(&e, &mut client, &state, &mut r).await;
-    let keep = match ended {
-        Exchanged::Answered => client.keep,
-        Exchanged::Refused { keep } => keep,
-        Exchanged::Gone => false,
-    };
+    // The connection's fate, as its answer (relayed or the router's own)
+    // decided it when its head was written.
+    let keep = ended != Exchanged::Gone && client.keep;
     // The client may still be sending a body nobody read: it gets the
     // answer before the close.
     let lingers = !keep && ended != Exchanged::Gone && !client.read_whole();
@@ -323,12 +321,8 @@ enum Wait {
 /// slot, one timer and the stop's wake-up, in about 200 bytes.
 async fn wait_for_request(c: &mut ClientConn, wait: Duration) -> Wait {
     let drain = c.drain.clone();
-    let closing = drain.close_idle.notified();
+    let closing = drain.stopped();
     tokio::pin!(closing);
-    closing.as_mut().enable();
-    if drain.is_closing() {
-        return Wait::Close;
-    }
     let timer = tokio::time::sleep(wait);
     tokio::pin!(timer);
     std::future::poll_fn(|cx| {

@@ -65,6 +65,9 @@ pub struct H1Client<'a> {
     pipelining: bool,
     /// `[server] send_timeout_ms`.
     send_timeout: Duration,
+    /// `client_body_timeout_ms`: the longest wait between two reads of
+    /// the body.
+    body_timeout: Duration,
     /// The body's length when it was read whole (into the buffer, after
     /// the head: for failovers to send again).
     buffered: Option<usize>,
@@ -86,6 +89,7 @@ impl<'a> H1Client<'a> {
             c,
             pipelining: server.pipelining,
             send_timeout: Duration::from_millis(server.send_timeout_ms),
+            body_timeout: Duration::from_millis(server.client_body_timeout_ms),
             buffered: None,
             read_whole: false,
             keep: false,
@@ -185,7 +189,7 @@ impl Client for H1Client<'_> {
         Ok(())
     }
 
-    async fn buffer_small_body(&mut self, server: &ServerSection) -> Result<(), ClientFailure> {
+    async fn buffer_small_body(&mut self) -> Result<(), ClientFailure> {
         let h = &self.c.head;
         let len = match (h.chunked, h.content_length) {
             (true, _) => return Ok(()),
@@ -193,7 +197,7 @@ impl Client for H1Client<'_> {
             (false, Some(n)) if n <= SMALL_BODY => n as usize,
             (false, Some(_)) => return Ok(()),
         };
-        let timeout = Duration::from_millis(server.client_body_timeout_ms);
+        let timeout = self.body_timeout;
         while self.c.io.pending().len() < len {
             let want = len - self.c.io.pending().len();
             self.c
@@ -220,7 +224,7 @@ impl Client for H1Client<'_> {
             Framing::Length(h.content_length.unwrap_or(0))
         };
         let piece = server.body_buffer_bytes.min(64 * 1024);
-        let timeout = Duration::from_millis(server.client_body_timeout_ms);
+        let timeout = self.body_timeout;
         H1Body {
             src: BodySource::new(&mut self.c.io, framing, piece, false, timeout),
             read_whole: &mut self.read_whole,
@@ -300,6 +304,10 @@ impl Client for H1Client<'_> {
 
     fn keeps(&self) -> bool {
         self.keep_alive(None)
+    }
+
+    fn body_timeout(&self) -> Duration {
+        self.body_timeout
     }
 
     async fn tunnel(&mut self, up: &mut Buffered<UpstreamIo>, idle: Duration) -> u64 {

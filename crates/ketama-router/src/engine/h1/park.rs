@@ -190,16 +190,15 @@ fn keeper_for(drain: &Arc<Drain>, resume: fn(Idle)) -> Option<Arc<Keeper>> {
 /// The keeper's task: hands back the connections whose request began,
 /// closes those past their deadline, and all of them at a stop.
 async fn run(keeper: Arc<Keeper>) {
-    let closing = keeper.drain.close_idle.notified();
+    let closing = keeper.drain.stopped();
     tokio::pin!(closing);
-    closing.as_mut().enable();
     let timer = tokio::time::sleep(Duration::ZERO);
     tokio::pin!(timer);
     let mut next_pass: Option<Instant> = None;
     let mut last_pass = Instant::now();
     std::future::poll_fn(|cx| {
         keeper.task.register(cx.waker());
-        if keeper.drain.is_closing() || closing.as_mut().poll(cx).is_ready() {
+        if closing.as_mut().poll(cx).is_ready() {
             let all = {
                 let mut st = keeper.lock();
                 st.closed = true;

@@ -171,6 +171,8 @@ pub struct H2Client {
     /// The body was read to its end.
     read_whole: bool,
     send_timeout: Duration,
+    /// `client_body_timeout_ms`: the longest wait between two DATA frames.
+    body_timeout: Duration,
 }
 
 /// Serves one stream: the exchange, then its record.
@@ -200,6 +202,7 @@ pub(super) async fn stream(
         buffered: None,
         trailers: None,
         send_timeout: Duration::from_millis(server.send_timeout_ms),
+        body_timeout: Duration::from_millis(server.client_body_timeout_ms),
     };
     let mut r = Record::default();
     let ended = match refused {
@@ -209,7 +212,7 @@ pub(super) async fn stream(
             e.metrics.client_error(no.reason);
             r.status = no.status;
             c.answer(no.status, no.why, None, false).await;
-            Exchanged::Refused { keep: true }
+            Exchanged::Refused
         }
     };
     // Whether the client reset the stream (a stream left unfinished here
@@ -339,7 +342,7 @@ impl Client for H2Client {
         Ok(())
     }
 
-    async fn buffer_small_body(&mut self, server: &ServerSection) -> Result<(), ClientFailure> {
+    async fn buffer_small_body(&mut self) -> Result<(), ClientFailure> {
         let length = self.request().content_length();
         let Some(recv) = self.recv.as_mut() else {
             return Ok(());
@@ -353,7 +356,7 @@ impl Client for H2Client {
             Some(n) if n <= SMALL_BODY => {}
             _ => return Ok(()),
         }
-        let timeout = Duration::from_millis(server.client_body_timeout_ms);
+        let timeout = self.body_timeout;
         let mut body = Vec::new();
         loop {
             match tokio::time::timeout(timeout, recv.data()).await {
@@ -388,8 +391,8 @@ impl Client for H2Client {
         self.trailers.as_ref()
     }
 
-    fn body(&mut self, server: &ServerSection) -> impl Source<Error = ClientFailure> + '_ {
-        let timeout = Duration::from_millis(server.client_body_timeout_ms);
+    fn body(&mut self, _: &ServerSection) -> impl Source<Error = ClientFailure> + '_ {
+        let timeout = self.body_timeout;
         let mut body = RecvSource::of(
             self.recv.as_mut(),
             timeout,
@@ -473,6 +476,10 @@ impl Client for H2Client {
 
     fn keeps(&self) -> bool {
         true
+    }
+
+    fn body_timeout(&self) -> Duration {
+        self.body_timeout
     }
 
     async fn tunnel(&mut self, _: &mut Buffered<UpstreamIo>, _: Duration) -> u64 {

@@ -139,16 +139,11 @@ pub async fn serve(
         budget: AtomicI64::new(RESET_BUDGET),
         ..Streams::default()
     });
-    let closing = drain.close_idle.notified();
+    let closing = drain.stopped();
     tokio::pin!(closing);
-    closing.as_mut().enable();
     let mut idle_since = Instant::now();
     let mut stopping = false;
     loop {
-        if drain.is_closing() && !stopping {
-            conn.graceful_shutdown();
-            stopping = true;
-        }
         let idle = streams.open.load(Relaxed) == 0;
         let idle_until = tokio::time::Instant::from_std(idle_since + keepalive);
         tokio::select! {

@@ -35,7 +35,7 @@ use crate::engine::grpc;
 use crate::engine::head_write::{forwarded_as_sent, write_forwarded_for, Upstream};
 use crate::engine::record::Record;
 use crate::engine::request::Req;
-use crate::engine::response_head::{no_body, ResponseView};
+use crate::engine::response_head::{framing, ResponseView};
 use crate::engine::Engine;
 use crate::policy::{Failure, Stage};
 use crate::state::{BackendLimits, RoutingState};
@@ -270,7 +270,7 @@ pub async fn attempt<C: Client>(
         drop(stream);
         return t;
     }
-    let client_timeout = std::time::Duration::from_millis(server.client_body_timeout_ms);
+    let client_timeout = c.body_timeout();
     let Some(mut body) = c.take_h2_body() else {
         // An HTTP/1 client's body: whole, then the response.
         let mut sink = H2Sink {
@@ -370,16 +370,11 @@ async fn relay<C: Client>(
         .headers
         .get(http::header::CONTENT_LENGTH)
         .and_then(|v| crate::engine::fields::parse_length(v.as_bytes()));
-    let framing =
-        if c.request().is_head() || no_body(status) || recv.is_end_stream() && length.is_none() {
-            Framing::Empty
-        } else {
-            match length {
-                Some(0) => Framing::Empty,
-                Some(n) => Framing::Length(n),
-                None => Framing::Chunked,
-            }
-        };
+    let unsaid = match recv.is_end_stream() {
+        true => Framing::Empty,
+        false => Framing::Chunked,
+    };
+    let framing = framing(c.request().is_head(), status, false, length, unsaid);
     let respond = Respond {
         framing,
         early: false,
