@@ -52,7 +52,6 @@ impl ClientConn {
             peer,
             tls,
             head: Head::default(),
-            continued: false,
             drain,
             open,
         };
@@ -184,7 +183,6 @@ async fn request(
     state: Arc<RoutingState>,
     began: Instant,
 ) -> (ClientConn, bool) {
-    c.continued = false;
     let server = &state.validated.config.server;
     let mut r = Record::default();
     let mut client = H1Client::new(&mut c, server);

@@ -40,8 +40,6 @@ pub struct ClientConn {
     pub tls: bool,
     /// The current request's head.
     pub head: Head,
-    /// `100 Continue` was sent for the current request.
-    pub continued: bool,
     drain: Arc<Drain>,
     open: OpenConnection,
 }
@@ -73,6 +71,8 @@ pub struct H1Client<'a> {
     buffered: Option<usize>,
     /// The body was read to its end.
     read_whole: bool,
+    /// `100 Continue` was sent.
+    continued: bool,
     /// The connection serves another request (decided when the answer's
     /// head is written).
     pub keep: bool,
@@ -92,6 +92,7 @@ impl<'a> H1Client<'a> {
             body_timeout: Duration::from_millis(server.client_body_timeout_ms),
             buffered: None,
             read_whole: false,
+            continued: false,
             keep: false,
         }
     }
@@ -180,8 +181,8 @@ impl Client for H1Client<'_> {
 
     async fn continue_if_asked(&mut self, timeout: Duration) -> Result<(), ClientFailure> {
         let h = &self.c.head;
-        if h.expect_continue && h.http11 && !self.c.continued {
-            self.c.continued = true;
+        if h.expect_continue && h.http11 && !self.continued {
+            self.continued = true;
             send(self.c.io.io(), &[b"HTTP/1.1 100 Continue\r\n\r\n"], timeout)
                 .await
                 .map_err(|_| ClientFailure::Disconnected)?;
