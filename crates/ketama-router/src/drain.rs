@@ -88,16 +88,14 @@ impl Drain {
     /// idle connections are to close, at once when they already are. Its
     /// wake-up is registered before the flag is read, so a stop between
     /// the two is not missed. Poll it until it is ready, not after.
-    pub fn stopped(&self) -> impl std::future::Future<Output = ()> + Send + '_ {
-        async move {
-            let woken = self.close_idle.notified();
-            tokio::pin!(woken);
-            woken.as_mut().enable();
-            if self.is_closing() {
-                return;
-            }
-            woken.await
+    pub async fn stopped(&self) {
+        let woken = self.close_idle.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if self.is_closing() {
+            return;
         }
+        woken.await
     }
 
     /// Starts the stop's second half: idle connections close now.

@@ -11,23 +11,31 @@
 //!   nginx 1.22's header rules in [`fields`]); an HTTP/2 stream's by the
 //!   `h2` crate ([`h2`]). Either is a [`request::Req`] from then on.
 //! - **route**: [`exchange`], one request for either protocol (the
-//!   client's side a [`attempt::Client`]: [`h1::H1Client`],
-//!   [`h2::H2Client`]): one library call for the route, then attempts in
-//!   failover order under [`crate::policy`]; its [`record::Record`] is
-//!   what it leaves behind.
+//!   client's side a [`attempt::Client`]: `h1::H1Client`,
+//!   `h2::client::H2Client`): one library call for the route, then
+//!   attempts in failover order under [`crate::policy`]; its
+//!   [`record::Record`] is what it leaves behind; the router's own
+//!   answers, either protocol, are built from [`head_write::Own`].
 //! - **upstream**: a backend's connection ([`upstream`], kept in
 //!   [`pool`] per worker thread, or one shared HTTP/2 connection per
-//!   backend, [`h2::upstream`]); an HTTP/1 backend gets its head written
-//!   by [`head_write`] and its body through [`upload`] (which watches for
-//!   an early answer), and its response head is read by
-//!   [`response_head`] ([`upstream_h1`]).
+//!   backend, [`h2::upstream`]); what both protocols' request heads carry
+//!   besides the client's is [`attempt::upstream`]; an HTTP/1 backend
+//!   gets its head written by [`head_write`] and its body through
+//!   [`upload`] (which watches for an early answer), and its final
+//!   response head is read by [`response_head::read_final`]
+//!   ([`upstream_h1`]); a response body's delimiting, either protocol, is
+//!   [`response_head::framing`].
 //! - **body**: every body, either direction and protocol, through the one
-//!   copy loop ([`copy`]; HTTP/1 framing in [`body`]), read through the
-//!   one reader of each byte stream ([`io::Buffered`]), written to
-//!   clients under `send_timeout_ms` ([`send`]).
-//! - **keep-alive**: an HTTP/1 connection's fate is decided in one place
-//!   ([`h1::H1Client::keep_alive`]); between requests it holds no buffer
-//!   ([`buffers`]), and an idle one no task ([`h1::park`]).
+//!   copy loop ([`copy`]; an HTTP/2 peer's DATA frames handed on as the
+//!   buffers they came in), an HTTP/1 body written by [`framed`] (chunked
+//!   as nginx chunks; framing rules in [`body`]), read through the one
+//!   reader of each byte stream ([`io::Buffered`]), written to clients
+//!   under `send_timeout_ms` ([`send`]).
+//! - **keep-alive**: an HTTP/1 connection's fate is what its answer said
+//!   when its head was written (`H1Client::keep`, from
+//!   `H1Client::keep_alive`); between requests it holds no buffer
+//!   ([`buffers`]), and an idle one no task ([`h1::park`]); a graceful
+//!   stop is one wait ([`crate::drain::Drain::stopped`]).
 
 use std::sync::Arc;
 
