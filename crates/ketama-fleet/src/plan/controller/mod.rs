@@ -337,8 +337,10 @@ impl<'a> Controller<'a> {
         for w in writes {
             match w {
                 Write::Rollout(_) => {
-                    // A new step's window: the checks measure from here.
-                    self.before = Some((Instant::now(), registrations(self.client, self.keys)?));
+                    // A new step's window: the checks measure from here
+                    // (unread, the next check only starts the window).
+                    let now = registrations(self.client, self.keys).ok();
+                    self.before = now.map(|n| (Instant::now(), n));
                     self.last_check = None;
                 }
                 Write::Notify { kind, message } => self.event(kind, message.clone()),
