@@ -124,7 +124,7 @@ impl Admission {
             let choose = Box::pin(self.choose(tcp, tls, h2c, header_timeout));
             choose.await
         };
-        let (io, early, h2) = match chosen {
+        let (io, sniffed, h2) = match chosen {
             Some(c) => c,
             None => return,
         };
@@ -135,7 +135,7 @@ impl Admission {
         if h2 {
             let serve = crate::engine::h2::serve(
                 io,
-                early,
+                sniffed,
                 ends,
                 self.engine.clone(),
                 self.drain.clone(),
@@ -154,7 +154,7 @@ impl Admission {
             drain: self.drain.clone(),
             open: slot,
         };
-        crate::engine::h1::conn::serve(client, early).await;
+        crate::engine::h1::conn::serve(client, sniffed).await;
     }
 
     /// The connection's TLS handshake (with `tls`, on a TLS listener) and
@@ -182,33 +182,33 @@ impl Admission {
             let h2 = s.get_ref().1.alpn_protocol() == Some(b"h2");
             return Some((ClientIo::Tls(Box::new(s)), Vec::new(), h2));
         }
-        let mut early = Vec::new();
+        let mut sniffed = Vec::new();
         if h2c {
-            match sniff(&mut tcp, &mut early, header_timeout).await {
-                Some(h2) => return Some((ClientIo::Plain(tcp), early, h2)),
+            match sniff(&mut tcp, &mut sniffed, header_timeout).await {
+                Some(h2) => return Some((ClientIo::Plain(tcp), sniffed, h2)),
                 None => {
                     self.metrics.client_error("header_timeout");
                     return None;
                 }
             }
         }
-        Some((ClientIo::Plain(tcp), early, false))
+        Some((ClientIo::Plain(tcp), sniffed, false))
     }
 }
 
 /// Reads a plain connection's first bytes, within the head's deadline,
 /// just far enough to tell the HTTP/2 preface (`Some(true)`) from HTTP/1;
 /// `None` when the client left or was too slow first.
-async fn sniff(tcp: &mut TcpStream, early: &mut Vec<u8>, timeout: Duration) -> Option<bool> {
+async fn sniff(tcp: &mut TcpStream, sniffed: &mut Vec<u8>, timeout: Duration) -> Option<bool> {
     let deadline = tokio::time::Instant::now() + timeout;
-    while early.len() < PREFACE.len() {
-        early.reserve(PREFACE.len());
-        let want = (PREFACE.len() - early.len()) as u64;
-        match tokio::time::timeout_at(deadline, (&mut *tcp).take(want).read_buf(early)).await {
+    while sniffed.len() < PREFACE.len() {
+        sniffed.reserve(PREFACE.len());
+        let want = (PREFACE.len() - sniffed.len()) as u64;
+        match tokio::time::timeout_at(deadline, (&mut *tcp).take(want).read_buf(sniffed)).await {
             Ok(Ok(0)) | Ok(Err(_)) | Err(_) => return None,
             Ok(Ok(_)) => {}
         }
-        if !PREFACE.starts_with(early) {
+        if !PREFACE.starts_with(sniffed) {
             return Some(false);
         }
     }

@@ -265,24 +265,14 @@ impl Transition<'_> {
                         self.enter(self.s.stage);
                         return;
                     }
-                    None => {
-                        self.s.phase = Phase::Baseline {
-                            streak: Streak::default(),
-                            refused: None,
-                        }
-                    }
-                    Some(step) => {
-                        self.s.phase = Phase::Holding {
-                            step,
-                            streak: Streak::default(),
-                            promoted_ms: None,
-                        }
-                    }
+                    // Else the plan's current step, written again over a
+                    // hand-made rollout (the operator asked to resume).
+                    None => self.settle(Phase::Baseline {
+                        streak: Streak::default(),
+                        refused: None,
+                    }),
+                    Some(step) => self.settle(holding(step)),
                 }
-                self.s.since_ms = self.now_ms;
-                // The plan's current step, written again over a
-                // hand-made rollout (the operator asked to resume).
-                self.write_step();
                 self.notify("resumed", "resumed".into());
             }
             (Command::Approve, Phase::Gated { gate, .. }) => {
@@ -342,15 +332,16 @@ impl Transition<'_> {
         self.notify("gate", why);
     }
 
-    fn step_to(&mut self, stage: usize, step: usize) {
-        self.s.stage = stage;
-        self.s.phase = Phase::Holding {
-            step,
-            streak: Streak::default(),
-            promoted_ms: None,
-        };
+    /// Enters `phase` from now, the plan's current step written.
+    fn settle(&mut self, phase: Phase) {
+        self.s.phase = phase;
         self.s.since_ms = self.now_ms;
         self.write_step();
+    }
+
+    fn step_to(&mut self, stage: usize, step: usize) {
+        self.s.stage = stage;
+        self.settle(holding(step));
         let st = &self.spec.stages[stage];
         let message = format!(
             "stage {} step {}: {} at {} bp",
@@ -529,6 +520,15 @@ impl Transition<'_> {
             "completed",
             "completed: every stage at its last step".into(),
         );
+    }
+}
+
+/// A fresh hold of `step`: no checks yet, not promoted.
+fn holding(step: usize) -> Phase {
+    Phase::Holding {
+        step,
+        streak: Streak::default(),
+        promoted_ms: None,
     }
 }
 

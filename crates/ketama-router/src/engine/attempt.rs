@@ -1,7 +1,7 @@
 //! What one backend attempt and the exchange around it share, whichever
 //! protocol each side speaks: the client as an attempt sees it
 //! ([`Client`]), what a response to it is ([`Respond`]), how the client
-//! can fail ([`ClientFailure`]) and how an attempt ended ([`Tried`]).
+//! can fail ([`ClientFailure`]) and how an attempt ended ([`Attempted`]).
 //! [`super::exchange`] drives the attempts; [`super::upstream_h1`] and
 //! [`super::h2::upstream`] make them; all three import this, and this
 //! none of them.
@@ -26,6 +26,14 @@ use crate::state::RoutingState;
 /// Bodies up to this size are read whole before a backend is tried, so
 /// that a failover can send them again.
 pub const SMALL_BODY: u64 = 64 * 1024;
+
+/// How many bytes of a request body of `length` (`None`: not said, or
+/// chunked) are read whole before a backend is tried: all of one of at
+/// most [`SMALL_BODY`]; `None` for any other, which streams. The one rule
+/// for either protocol's [`Client::buffer_small_body`].
+pub fn small_body(length: Option<u64>) -> Option<usize> {
+    length.filter(|&n| n <= SMALL_BODY).map(|n| n as usize)
+}
 
 /// A failure on the client's side of a body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -125,13 +133,14 @@ pub trait Client: Send {
         head: &impl ResponseView,
         r: Respond<'_>,
     ) -> impl Future<Output = Result<impl Sink<Error = SendError> + '_, SendError>> + Send;
-    /// The router's own answer (the connection kept when `keep`).
+    /// The router's own answer, the connection's fate decided by the
+    /// client's side as for any answer (HTTP/1: kept when the request was
+    /// read whole and the client asked to keep it).
     fn answer(
         &mut self,
         status: u16,
         words: &str,
         backend: Option<&[u8]>,
-        keep: bool,
     ) -> impl Future<Output = ()> + Send;
     /// The router's own answer to a gRPC call (its `content-type`
     /// `application/grpc*`): trailers-only, `:status 200`, `grpc-status`
@@ -141,7 +150,6 @@ pub trait Client: Send {
         code: u8,
         words: &str,
         backend: Option<&[u8]>,
-        keep: bool,
     ) -> impl Future<Output = ()> + Send;
     /// After the response's head went out and a gRPC call's deadline
     /// passed: ends the response with `grpc-status` `code` (HTTP/2's
@@ -150,11 +158,6 @@ pub trait Client: Send {
         let _ = (code, words);
         async { false }
     }
-    /// Whether the connection may serve another request after an answer
-    /// of the router's own to this one, read whole (HTTP/1: the client
-    /// asked to keep it, and the router is not stopping; HTTP/2: always,
-    /// the stream ends alone).
-    fn keeps(&self) -> bool;
     /// `client_body_timeout_ms`, read once per request: the longest wait
     /// between two reads of its body.
     fn body_timeout(&self) -> Duration;
@@ -169,9 +172,9 @@ pub trait Client: Send {
 }
 
 /// How one attempt ended.
-pub enum Tried {
+pub(crate) enum Attempted {
     /// The response was relayed whole.
-    Done,
+    Relayed,
     /// The client failed while its response was written (`send_timeout_ms`
     /// passed, or it closed): its connection ends, whatever was decided
     /// when the head went out, since the response it has is cut short.
@@ -183,15 +186,15 @@ pub enum Tried {
 }
 
 /// Counts a failure of the client's while its answer was sent; the
-/// attempt ends with it ([`Tried::ClientGone`]).
-pub fn send_failed(e: &Engine, err: SendError) -> Tried {
+/// attempt ends with it ([`Attempted::ClientGone`]).
+pub fn send_failed(e: &Engine, err: SendError) -> Attempted {
     e.metrics.client_error(err.reason());
-    Tried::ClientGone
+    Attempted::ClientGone
 }
 
 /// What a failed attempt at the upstream `stage` is.
-pub fn failed(stage: Stage, failure: Failure) -> Tried {
-    Tried::Failed(Attempt { stage, failure })
+pub fn failed(stage: Stage, failure: Failure) -> Attempted {
+    Attempted::Failed(Attempt { stage, failure })
 }
 
 /// What the request head for backend `n` carries besides the client's,

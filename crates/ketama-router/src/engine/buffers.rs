@@ -10,7 +10,7 @@ const SPARES: usize = 64;
 
 /// A spare whose capacity grew past this is freed rather than kept (one
 /// large body must not pin its buffer for good).
-const KEEP_UP_TO: usize = 64 * 1024;
+pub const KEEP_UP_TO: usize = 64 * 1024;
 
 /// What a new buffer starts with: room for a typical head.
 pub const START: usize = 4096;

@@ -43,6 +43,11 @@ pub trait Source: Send {
     fn trailers(&mut self) -> Option<http::HeaderMap> {
         None
     }
+    /// After [`Piece::End`]: the `grpc-status` the trailers carried (a
+    /// gRPC answer's), if any.
+    fn grpc_status(&self) -> Option<u8> {
+        None
+    }
 }
 
 /// Whether a sink takes more.

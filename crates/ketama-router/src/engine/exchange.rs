@@ -10,10 +10,11 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use super::attempt::{Client, ClientFailure, Tried};
+use super::attempt::{Attempted, Client, ClientFailure};
 use super::grpc;
 use super::record::{Answer, Record};
 use super::request::Req;
+use super::request_head::Refusal;
 use super::upstream::{self, UpstreamConn};
 use super::Engine;
 use crate::policy::route::{choose, decide, previous_owner, Decision};
@@ -59,7 +60,7 @@ pub async fn exchange<C: Client>(
         Ok(d) => d,
         Err(err) => {
             tracing::error!("no route: {err}");
-            own_answer(c, r, 500, "the request could not be routed", None, false).await;
+            own_answer(c, r, 500, "the request could not be routed", None).await;
             return Exchanged::Refused;
         }
     };
@@ -96,9 +97,7 @@ pub async fn exchange<C: Client>(
             r.status = 504;
             r.grpc_status = Some(grpc::DEADLINE_EXCEEDED);
             let backend = r.backend_named(state);
-            // Kept as any answer of the router's own is: when read whole.
-            let keep = c.read_whole() && c.keeps();
-            c.answer_grpc(grpc::DEADLINE_EXCEEDED, grpc::DEADLINE_WORDS, backend, keep)
+            c.answer_grpc(grpc::DEADLINE_EXCEEDED, grpc::DEADLINE_WORDS, backend)
                 .await;
             Exchanged::Refused
         }
@@ -150,10 +149,10 @@ async fn attempts<C: Client>(
             Ok(up) => {
                 let reused = up.reused();
                 match attempt(e, c, state, r, up).await {
-                    Tried::Done => return Exchanged::Answered,
-                    Tried::ClientGone => return Exchanged::Gone,
-                    Tried::ClientFailed(f) => return client_failed(e, c, r, f).await,
-                    Tried::Failed(a) => (a, reused),
+                    Attempted::Relayed => return Exchanged::Answered,
+                    Attempted::ClientGone => return Exchanged::Gone,
+                    Attempted::ClientFailed(f) => return client_failed(e, c, r, f).await,
+                    Attempted::Failed(a) => (a, reused),
                 }
             }
             Err(f) => (
@@ -184,6 +183,21 @@ async fn attempts<C: Client>(
     }
 }
 
+/// A request whose head was refused (an HTTP/1 head by its reader, an
+/// HTTP/2 stream's by nginx's rules: one fault, one answer either way):
+/// counted and answered; nothing was read of its body, so its connection
+/// is not kept.
+pub(crate) async fn refuse<C: Client>(
+    e: &Engine,
+    c: &mut C,
+    r: &mut Record,
+    no: &Refusal,
+) -> Exchanged {
+    e.metrics.client_error(no.reason);
+    own_answer(c, r, no.status, no.why, None).await;
+    Exchanged::Refused
+}
+
 /// The router's own answer: as HTTP, or to a gRPC call trailers-only
 /// with the `grpc-status` Envoy maps `status` to.
 async fn own_answer<C: Client>(
@@ -192,15 +206,14 @@ async fn own_answer<C: Client>(
     status: u16,
     words: &str,
     backend: Option<&[u8]>,
-    keep: bool,
 ) {
     r.status = status;
     if r.grpc {
         let code = grpc::status_of_http(status);
         r.grpc_status = Some(code);
-        c.answer_grpc(code, words, backend, keep).await;
+        c.answer_grpc(code, words, backend).await;
     } else {
-        c.answer(status, words, backend, keep).await;
+        c.answer(status, words, backend).await;
     }
 }
 
@@ -211,15 +224,15 @@ async fn attempt<C: Client>(
     state: &Arc<RoutingState>,
     r: &mut Record,
     up: UpstreamConn,
-) -> Tried {
+) -> Attempted {
     match up {
         UpstreamConn::H1(conn) => super::upstream_h1::attempt(e, c, state, r, conn).await,
         UpstreamConn::H2(send) => super::h2::upstream::attempt(e, c, state, r, send).await,
     }
 }
 
-/// The router's own answer when no backend served the request; the
-/// connection kept when the request was read whole (nginx keeps it).
+/// The router's own answer when no backend served the request (the
+/// connection kept when the request was read whole, as nginx keeps it).
 async fn fail<C: Client>(
     c: &mut C,
     r: &mut Record,
@@ -231,9 +244,7 @@ async fn fail<C: Client>(
         words,
         backend,
     } = r.answer(state, exhausted);
-    let whole = c.read_whole();
-    let keep = whole && c.keeps();
-    own_answer(c, r, status, &words, backend, keep).await;
+    own_answer(c, r, status, &words, backend).await;
     Exchanged::Refused
 }
 
@@ -248,7 +259,7 @@ async fn client_failed<C: Client>(
     e.metrics.client_error(f.reason());
     match f.answer() {
         Some((status, why)) => {
-            own_answer(c, r, status, why, None, false).await;
+            own_answer(c, r, status, why, None).await;
             Exchanged::Refused
         }
         None => Exchanged::Gone,

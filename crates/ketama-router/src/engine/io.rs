@@ -264,6 +264,13 @@ impl<S> Buffered<S> {
         std::mem::take(&mut self.buf)
     }
 
+    /// Drops everything read: what is pending and what was kept.
+    pub fn clear(&mut self) {
+        self.buf.clear();
+        self.pos = 0;
+        self.keep = 0;
+    }
+
     /// Gives the stream a buffer again (empty, or with bytes pending).
     pub fn set_buf(&mut self, buf: Vec<u8>) {
         self.buf = buf;

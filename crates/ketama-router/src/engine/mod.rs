@@ -24,7 +24,9 @@
 //!   [`upload`] (which watches for an early answer), and its final
 //!   response head is read by [`response_head::read_final`]
 //!   ([`upstream_h1`]); a response body's delimiting, either protocol, is
-//!   [`response_head::framing`].
+//!   [`response_head::framing`]; either backend's response goes to the
+//!   client through [`relay`], which writes what the attempt did to the
+//!   record.
 //! - **body**: every body, either direction and protocol, through the one
 //!   copy loop ([`copy`]; an HTTP/2 peer's DATA frames handed on as the
 //!   buffers they came in), an HTTP/1 body written by [`framed`] (chunked
@@ -32,10 +34,34 @@
 //!   reader of each byte stream ([`io::Buffered`]), written to clients
 //!   under `send_timeout_ms` ([`send`]).
 //! - **keep-alive**: an HTTP/1 connection's fate is what its answer said
-//!   when its head was written (`H1Client::keep`, from
-//!   `H1Client::keep_alive`); between requests it holds no buffer
+//!   when its head was written (`H1Client::writing_head`, the request's
+//!   `Writing`); between requests it holds no buffer
 //!   ([`buffers`]), and an idle one no task ([`h1::park`]); a graceful
 //!   stop is one wait ([`crate::drain::Drain::stopped`]).
+//!
+//! Following one request, in order:
+//!
+//! - **HTTP/1**: `h1::conn::serve` -> `run` (the connection's loop:
+//!   `read_head` by [`request_head::Reader`], or `refuse`) -> `request`
+//!   (an `h1::H1Client`: the request's head, its `Reading` and `Writing`)
+//!   -> [`exchange::exchange`] (the route) -> `attempts` (the body read
+//!   whole when small; a backend's connection, [`upstream::connect`]) ->
+//!   [`upstream_h1::attempt`] (the head, [`head_write::request_head`];
+//!   the body through [`upload`]; the response head, [`response_head`])
+//!   -> [`relay::answered`], `H1Client::respond` (the connection's fate),
+//!   [`relay::sent`], [`relay::body`] (the one [`copy`] loop) -> back in
+//!   `request`: [`record::Record::end`] (the access log, the counters),
+//!   then the next request, a lingering close, or `idle` and
+//!   [`h1::park`].
+//! - **HTTP/2**: [`h2`]'s `serve` (the connection: its guard, the
+//!   stream limits, the stop) -> `h2::client::stream` (nginx's rules for
+//!   a stream's head, then an `H2Client`, or [`exchange::refuse`]) ->
+//!   [`exchange::exchange`] -> `attempts` -> [`h2::upstream`]'s `attempt`
+//!   (the backend's stream; the body whole, streamed from an HTTP/1
+//!   client, or pumped from an HTTP/2 client beside the response) ->
+//!   `receive` (the head within `read_timeout`) -> [`relay::answered`],
+//!   `H2Client::respond`, [`relay::sent`], [`relay::body`] (DATA frames
+//!   handed on as they came, trailers) -> [`record::Record::end`].
 
 use std::sync::Arc;
 
@@ -58,6 +84,7 @@ pub(crate) mod head_write;
 pub(crate) mod io;
 pub(crate) mod pool;
 pub(crate) mod record;
+pub(crate) mod relay;
 pub(crate) mod request;
 pub(crate) mod request_head;
 pub(crate) mod response_head;

@@ -11,13 +11,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::attempt::{failed, send_failed, upstream, Client, ClientFailure, Respond, Tried};
+use super::attempt::{failed, upstream, Attempted, Client, ClientFailure};
 use super::body::Framing;
 use super::copy::{copy, BodyError, BodySource, Copied, CopyError, Flow};
 use super::framed::Framed;
 use super::head_write;
 use super::io::{Buffered, ReadError, UpstreamIo};
 use super::record::Record;
+use super::relay;
 use super::request::Req;
 use super::response_head::{read_final, H1Response, ResponseHead};
 use super::upload::{Sent, UpstreamSink};
@@ -26,14 +27,16 @@ use super::{buffers, Engine};
 use crate::policy::{Failure, Stage};
 use crate::state::RoutingState;
 
-/// One attempt at the HTTP/1 backend `conn`.
-pub async fn attempt<C: Client>(
+/// One attempt at the HTTP/1 backend `conn`: the request, the response
+/// head, then [`relay`]'s; the connection kept for another request when
+/// the exchange left it clean.
+pub(crate) async fn attempt<C: Client>(
     e: &Engine,
     c: &mut C,
     state: &Arc<RoutingState>,
     r: &mut Record,
     mut conn: H1Conn,
-) -> Tried {
+) -> Attempted {
     let server = &state.validated.config.server;
     let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
     let limits = state.backends[n].limits;
@@ -64,10 +67,10 @@ pub async fn attempt<C: Client>(
     if !early {
         if let Err(t) = read_head(c, &mut conn.io, &mut head, limits.read_timeout).await {
             conn.done(false, 0);
-            if matches!(t, Tried::ClientFailed(_)) {
-                r.attempt_ended(state);
-            }
-            return t;
+            return match t {
+                Attempted::ClientFailed(f) => relay::client_failed(state, r, f),
+                t => t,
+            };
         }
     }
     // A switch of protocols nobody asked for is no answer to this request:
@@ -78,77 +81,44 @@ pub async fn attempt<C: Client>(
         conn.done(false, 0);
         return failed(Stage::AwaitingHead, Failure::BadResponse);
     }
-    let name = state.cache.header().as_bytes();
-    let buf = conn.io.buf();
-    r.answered(
-        state,
-        head.status,
-        head.headers
-            .iter()
-            .filter(|h| h.name.of(buf).eq_ignore_ascii_case(name))
-            .map(|h| h.value.of(buf)),
-    );
     let framing = head.body(c.request().is_head());
     let reusable = !head.close && framing != Framing::UntilClose && !early && !switching;
-    let respond = Respond {
-        framing,
-        early,
-        ketama: r.ketama_fields(state, n),
+    let view = H1Response {
+        head: &head,
+        buf: conn.io.buf(),
     };
-    let copied = {
-        let view = H1Response {
-            head: &head,
-            buf: conn.io.buf(),
-        };
-        let sink = c.respond(&view, respond).await;
-        r.status = head.status;
-        let mut sink = match sink {
-            Ok(s) => s,
-            Err(err) => {
-                r.attempt_ended(state);
-                conn.done(false, 0);
-                return send_failed(e, err);
-            }
-        };
-        conn.io.consume(head.len);
-        conn.io.compact();
-        let piece = server.body_buffer_bytes;
-        let mut source = BodySource::new(&mut conn.io, framing, piece, true, limits.read_timeout);
-        copy(&mut source, &mut sink).await
+    let respond = relay::answered(state, r, &view, framing, early);
+    let sent = c.respond(&view, respond).await;
+    let sink = match relay::sent(e, state, r, head.status, sent) {
+        Ok(s) => s,
+        Err(t) => {
+            conn.done(false, 0);
+            return t;
+        }
     };
+    conn.io.consume(head.len);
+    conn.io.compact();
+    let piece = server.body_buffer_bytes;
+    let timeout = limits.read_timeout;
+    let mut source = BodySource::new(&mut conn.io, framing, piece, true, timeout);
+    let t = relay::body(e, state, r, &mut source, sink).await;
     drop(head);
-    let bytes = match copied {
-        Ok(Copied::Whole(b) | Copied::Stopped(b)) => b,
-        Err(CopyError::Source(_, b) | CopyError::Sink(_, b)) => b,
-    };
-    r.bytes_sent = bytes;
-    match copied {
-        Ok(_) => {
-            r.attempt_ended(state);
-            if switching {
-                r.bytes_sent += c.tunnel(&mut conn.io, limits.read_timeout).await;
-                conn.done(false, 0);
-                return Tried::Done;
-            }
-            let clean = conn.io.pending().is_empty();
-            conn.done(reusable && clean, server.upstream_keepalive_pool_size);
-            Tried::Done
-        }
-        Err(CopyError::Source(err, _)) => {
-            conn.done(false, 0);
-            failed(
-                Stage::Answered,
-                match err {
-                    BodyError::TimedOut => Failure::Timeout,
-                    BodyError::Framing(_) => Failure::BadResponse,
-                    BodyError::Closed => Failure::Broken,
-                },
-            )
-        }
-        Err(CopyError::Sink(err, _)) => {
-            r.attempt_ended(state);
-            conn.done(false, 0);
-            send_failed(e, err)
+    let relayed = matches!(t, Attempted::Relayed);
+    if relayed && switching {
+        relay::tunnel(c, r, &mut conn.io, timeout).await;
+    }
+    let clean = relayed && reusable && conn.io.pending().is_empty();
+    conn.done(clean, server.upstream_keepalive_pool_size);
+    t
+}
+
+/// A backend's body that failed, as the policy counts it.
+impl From<BodyError> for Failure {
+    fn from(e: BodyError) -> Failure {
+        match e {
+            BodyError::TimedOut => Failure::Timeout,
+            BodyError::Framing(_) => Failure::BadResponse,
+            BodyError::Closed => Failure::Broken,
         }
     }
 }
@@ -164,7 +134,7 @@ async fn send<C: Client>(
     chunked: bool,
     server: &ketama_config::model::ServerSection,
     write_timeout: Duration,
-) -> Result<Sent, Tried> {
+) -> Result<Sent, Attempted> {
     let mut up = UpstreamSink {
         up,
         head,
@@ -186,7 +156,7 @@ async fn send<C: Client>(
     match copied {
         Ok(Copied::Whole(_)) => Ok(Sent::Whole),
         Ok(Copied::Stopped(_)) => Ok(Sent::Answered),
-        Err(CopyError::Source(f, _)) => Err(Tried::ClientFailed(f)),
+        Err(CopyError::Source(f, _)) => Err(Attempted::ClientFailed(f)),
         Err(CopyError::Sink((stage, f), _)) => Err(failed(stage, f)),
     }
 }
@@ -200,7 +170,7 @@ async fn read_head<C: Client>(
     up: &mut Buffered<UpstreamIo>,
     head: &mut ResponseHead,
     timeout: Duration,
-) -> Result<(), Tried> {
+) -> Result<(), Attempted> {
     loop {
         match read_final(up, head) {
             Ok(true) => return Ok(()),
@@ -209,7 +179,7 @@ async fn read_head<C: Client>(
         }
         let read = tokio::select! {
             r = up.read_more(4096, usize::MAX, timeout) => r,
-            () = c.gone() => return Err(Tried::ClientFailed(ClientFailure::Disconnected)),
+            () = c.gone() => return Err(Attempted::ClientFailed(ClientFailure::Disconnected)),
         };
         match read {
             Ok(_) => {}

@@ -51,18 +51,32 @@ impl ClientConn {
             io: Buffered::new(io, buf),
             peer,
             tls,
-            head: Head::default(),
             drain,
             open,
         };
         (c, engine)
     }
 
-    /// What it keeps while parked (its buffer given back), idle `since`
-    /// then.
-    fn into_idle(self, engine: Arc<Engine>, since: Instant) -> Idle {
-        let (io, buf) = self.io.into_parts();
-        buffers::give(buf);
+    /// A buffer from the thread's spares for the next request's head,
+    /// unless it holds one (a new connection's first bytes, pipelined
+    /// bytes). With [`Self::return_buffer`], the only places a
+    /// connection's buffer comes and goes.
+    fn lend_buffer(&mut self) {
+        if !self.io.has_buf() {
+            self.io.set_buf(buffers::take());
+        }
+    }
+
+    /// Its buffer back to the thread's spares: an idle connection holds
+    /// none.
+    fn return_buffer(&mut self) {
+        buffers::give(self.io.take_buf());
+    }
+
+    /// What it keeps while parked (no buffer), idle `since` then.
+    fn into_idle(mut self, engine: Arc<Engine>, since: Instant) -> Idle {
+        self.return_buffer();
+        let (io, _) = self.io.into_parts();
         Idle {
             io,
             peer: self.peer,
@@ -91,10 +105,10 @@ enum NoHead {
 pub const KEEP_WARM: Duration = Duration::from_millis(100);
 
 /// Serves a newly accepted connection until it closes or is parked.
-/// `early`: bytes already read from it (its first, read to tell HTTP/2
+/// `sniffed`: bytes already read from it (its first, read to tell HTTP/2
 /// from HTTP/1).
-pub async fn serve(client: Idle, early: Vec<u8>) {
-    run(client, Some(early)).await
+pub async fn serve(client: Idle, sniffed: Vec<u8>) {
+    run(client, Some(sniffed)).await
 }
 
 /// A parked connection whose next request began: served on a task of its
@@ -103,12 +117,12 @@ fn resume(client: Idle) {
     tokio::spawn(run(client, None));
 }
 
-/// The connection's loop: from its accept (`early` is `Some`) or from a
+/// The connection's loop: from its accept (`sniffed` is `Some`) or from a
 /// resumed connection's next request.
-async fn run(client: Idle, early: Option<Vec<u8>>) {
+async fn run(client: Idle, sniffed: Option<Vec<u8>>) {
     // Resumed soon after its last request: a busy client.
-    let mut busy = early.is_none() && client.since.elapsed() < KEEP_WARM;
-    let (mut c, mut e) = ClientConn::new(client, early.unwrap_or_default());
+    let mut busy = sniffed.is_none() && client.since.elapsed() < KEEP_WARM;
+    let (mut c, mut e) = ClientConn::new(client, sniffed.unwrap_or_default());
     let mut reader = Reader::new();
     // A new connection's first head's deadline counts from its accept
     // (about now), a resumed one's from its first byte (about now too).
@@ -121,11 +135,14 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
     // Reading a head from here: a new connection's first (whose deadline
     // counts from the accept), or a resumed one's next.
     let mut in_head = InHead::new(c.drain.heads.clone());
+    // The request's head, its field list kept from request to request
+    // while the client is busy.
+    let mut head = Head::default();
     loop {
         if !first {
             if c.io.pending().is_empty() {
                 in_head.leave();
-                match idle(c, e, &mut slot, &mut busy).await {
+                match idle(c, e, &mut slot, &mut busy, &mut head).await {
                     Some(back) => (c, e) = back,
                     None => return,
                 }
@@ -136,14 +153,21 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
         first = false;
         let state = e.routing.state();
         let server = &state.validated.config.server;
-        if !c.io.has_buf() {
-            c.io.set_buf(buffers::take());
-        }
+        c.lend_buffer();
         reader.reset();
         let deadline = began + Duration::from_millis(server.client_header_timeout_ms);
-        if let Err(no) = read_head(&mut c, &mut reader, &Rules::of(server), deadline).await {
+        let read = read_head(&mut c, &mut head, &mut reader, &Rules::of(server), deadline).await;
+        if let Err(no) = read {
             // Boxed: rare, and its future must take no room in this one.
-            let refuse = Box::pin(refuse(&e, &mut c, &state, no, reader.started(), began));
+            let refuse = Box::pin(refuse(
+                &e,
+                &mut c,
+                &head,
+                &state,
+                no,
+                reader.started(),
+                began,
+            ));
             refuse.await;
             return;
         }
@@ -151,7 +175,7 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
         let running = {
             // In a block: the request's future is moved into the box before
             // the `await`, and must take no room in this loop's future.
-            let request = request(e.clone(), c, state, began);
+            let request = request(e.clone(), c, head, state, began);
             match slot.take() {
                 Some(mut f) => {
                     Pin::set(&mut f, request);
@@ -161,7 +185,7 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
             }
         };
         let keep;
-        (c, keep) = running.as_mut().await;
+        (c, head, keep) = running.as_mut().await;
         if !keep {
             return;
         }
@@ -171,25 +195,27 @@ async fn run(client: Idle, early: Option<Vec<u8>>) {
     }
 }
 
-/// Serves the request whose head `c` holds; gives the connection back,
-/// and whether it serves another request (closed, lingering or with
-/// `close_notify`, when not). It takes the connection and the state by
-/// value so that its future borrows nothing of its caller's: the
-/// connection's loop keeps one such future's memory for the next request
-/// while the client is busy.
+/// Serves the request `head` (read into `c`'s buffer); gives the
+/// connection and the head back, and whether the connection serves
+/// another request (closed, lingering or with `close_notify`, when not).
+/// It takes the connection, the head and the state by value so that its
+/// future borrows nothing of its caller's: the connection's loop keeps
+/// one such future's memory for the next request while the client is
+/// busy.
 async fn request(
     e: Arc<Engine>,
     mut c: ClientConn,
+    head: Head,
     state: Arc<RoutingState>,
     began: Instant,
-) -> (ClientConn, bool) {
+) -> (ClientConn, Head, bool) {
     let server = &state.validated.config.server;
     let mut r = Record::default();
-    let mut client = H1Client::new(&mut c, server);
+    let mut client = H1Client::new(&mut c, &head, server);
     let ended = exchange::exchange(&e, &mut client, &state, &mut r).await;
     // The connection's fate, as its answer (relayed or the router's own)
-    // decided it when its head was written.
-    let keep = ended != Exchanged::Gone && client.keep;
+    // said when its head was written.
+    let keep = ended != Exchanged::Gone && client.kept();
     // The client may still be sending a body nobody read: it gets the
     // answer before the close.
     let lingers = !keep && ended != Exchanged::Gone && !client.read_whole();
@@ -206,7 +232,7 @@ async fn request(
     } else if !keep {
         send::close(c.io.io(), Duration::from_millis(server.send_timeout_ms)).await;
     }
-    (c, keep)
+    (c, head, keep)
 }
 
 /// Between two requests: gives the buffer back; when the client is
@@ -220,8 +246,9 @@ async fn idle<F>(
     e: Arc<Engine>,
     slot: &mut Option<Pin<Box<F>>>,
     busy: &mut bool,
+    head: &mut Head,
 ) -> Option<(ClientConn, Arc<Engine>)> {
-    buffers::give(c.io.take_buf());
+    c.return_buffer();
     // Read now, not held while idle: an idle connection must not keep a
     // replaced routing state alive.
     let keepalive = e
@@ -244,7 +271,7 @@ async fn idle<F>(
     }
     *busy = false;
     *slot = None;
-    c.head = Head::default();
+    *head = Head::default();
     match park::park(c.into_idle(e, since), since + keepalive, resume) {
         Parked::Kept => None,
         Parked::Readable(client) => {
@@ -263,40 +290,35 @@ async fn idle<F>(
 
 /// A head that did not come whole: the client closed (nothing to do),
 /// was too slow (408 when it had begun one) or sent one the reader
-/// refused (its status, the request logged when its line was read, and a
-/// lingering close).
+/// refused (answered as [`exchange::refuse`] answers, either protocol;
+/// the request logged when its line was read, and a lingering close).
 async fn refuse(
     e: &Engine,
     c: &mut ClientConn,
+    head: &Head,
     state: &RoutingState,
     no: NoHead,
     started: bool,
     began: Instant,
 ) {
-    let send = Duration::from_millis(state.validated.config.server.send_timeout_ms);
+    let server = &state.validated.config.server;
     match no {
         NoHead::Closed => {}
         NoHead::TimedOut => {
             e.metrics.client_error("header_timeout");
             if started {
                 let why = "client_header_timeout: the request head did not arrive in time";
-                super::answer(c, 408, why, None, false, send).await;
+                H1Client::new(c, head, server).answer(408, why, None).await;
             }
         }
         NoHead::Refused(refusal) => {
-            e.metrics.client_error(refusal.reason);
-            super::answer(c, refusal.status, refusal.why, None, false, send).await;
+            let mut r = Record::default();
+            let mut client = H1Client::new(c, head, server);
+            exchange::refuse(e, &mut client, &mut r, &refusal).await;
             // Refused after its request line: a request, logged.
-            if c.head.method.end > 0 {
-                let mut r = Record::default();
-                r.status = refusal.status;
-                let req = crate::engine::request::H1Request {
-                    head: &c.head,
-                    buf: c.io.buf(),
-                    peer: c.peer,
-                    tls: c.tls,
-                };
-                r.end(e, state, &req, c.peer.map(|p| p.client.ip()), began);
+            if head.method.end > 0 {
+                let peer = client.c.peer.map(|p| p.client.ip());
+                r.end(e, state, &client.request(), peer, began);
             }
             linger(c).await;
         }
@@ -338,16 +360,17 @@ async fn wait_for_request(c: &mut ClientConn, wait: Duration) -> Wait {
     .await
 }
 
-/// Reads until the head in `c`'s buffer is complete, by `deadline`; empty
+/// Reads until `head`, in `c`'s buffer, is complete, by `deadline`; empty
 /// lines before its request line are dropped as they come.
 async fn read_head(
     c: &mut ClientConn,
+    head: &mut Head,
     reader: &mut Reader,
     rules: &Rules<'_>,
     deadline: Instant,
 ) -> Result<(), NoHead> {
     loop {
-        match reader.advance(c.io.buf(), &mut c.head, rules) {
+        match reader.advance(c.io.buf(), head, rules) {
             Ok(true) => return Ok(()),
             Ok(false) => {}
             Err(r) => return Err(NoHead::Refused(r)),

@@ -1,9 +1,12 @@
 //! HTTP/1 clients: a connection's loop ([`conn`]), its idle keeping
 //! ([`park`]), the tunnel after a `101` ([`tunnel`]), and the client's
-//! side of each request's exchange ([`H1Client`]): its body read from
-//! the connection's buffer, its response written with the connection's
-//! fate decided in one place ([`H1Client::keep_alive`]), the router's own
-//! answers, and the lingering close nginx does.
+//! side of each request's exchange ([`H1Client`]): the request's own
+//! state (its head; how far its body was read, [`Reading`]; what it was
+//! sent, [`Writing`], each changed by one method, as hyper's `State`),
+//! its body read from the connection's buffer, its response and the
+//! router's own answers written with the connection's fate decided in
+//! one place ([`H1Client::writing_head`]), and the lingering close nginx
+//! does. What lasts from request to request is the [`ClientConn`].
 
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -11,7 +14,7 @@ use std::time::Duration;
 
 use ketama_config::model::ServerSection;
 
-use super::attempt::{Client, ClientFailure, Respond, SMALL_BODY};
+use super::attempt::{small_body, Client, ClientFailure, Respond};
 use super::body::Framing;
 use super::buffers;
 use super::copy::{BodyError, BodySource, Flow, Piece, Sink, Source};
@@ -29,7 +32,9 @@ pub mod conn;
 pub mod park;
 pub mod tunnel;
 
-/// A client connection's state between and during its requests.
+/// A client connection: what lasts from request to request. A request's
+/// own state (its parsed head, how far its body was read, what it was
+/// sent) is its [`H1Client`]'s.
 pub struct ClientConn {
     /// The connection and what was read of it: the current request's head
     /// at the start, then what follows it.
@@ -38,8 +43,6 @@ pub struct ClientConn {
     pub peer: Option<crate::engine::request::Ends>,
     /// Whether it came over TLS.
     pub tls: bool,
-    /// The current request's head.
-    pub head: Head,
     drain: Arc<Drain>,
     open: OpenConnection,
 }
@@ -55,10 +58,39 @@ impl ClientConn {
 /// request, kept for later) before the router stops watching it.
 const WATCH_LIMIT: usize = 64 * 1024;
 
+/// How far a request's body was read (hyper's `Reading`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reading {
+    /// Not yet.
+    Unread,
+    /// Not yet, and `100 Continue` was sent for it.
+    Continued,
+    /// Read whole into the buffer after the head, this many bytes (for
+    /// failovers to send again).
+    Buffered(usize),
+    /// Read to its end as it went to a backend.
+    Streamed,
+}
+
+/// What the client was sent (hyper's `Writing` and `keep_alive` in one:
+/// the connection's fate is what its answer's head said).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Writing {
+    /// Nothing yet.
+    Nothing,
+    /// An answer's head, which said whether the connection is kept.
+    Head {
+        /// It said `keep-alive` (or nothing, for HTTP/1.1).
+        keep: bool,
+    },
+}
+
 /// The client's side of one HTTP/1 request's exchange.
 pub struct H1Client<'a> {
     /// The connection.
     pub c: &'a mut ClientConn,
+    /// The request's head.
+    head: &'a Head,
     /// `[server] pipelining`.
     pipelining: bool,
     /// `[server] send_timeout_ms`.
@@ -66,75 +98,89 @@ pub struct H1Client<'a> {
     /// `client_body_timeout_ms`: the longest wait between two reads of
     /// the body.
     body_timeout: Duration,
-    /// The body's length when it was read whole (into the buffer, after
-    /// the head: for failovers to send again).
-    buffered: Option<usize>,
-    /// The body was read to its end.
-    read_whole: bool,
-    /// `100 Continue` was sent.
-    continued: bool,
-    /// The connection serves another request (decided when the answer's
-    /// head is written).
-    pub keep: bool,
+    /// Changed by [`Self::reading_to`] only.
+    reading: Reading,
+    /// Changed by [`Self::writing_head`] only.
+    writing: Writing,
 }
 
 impl<'a> H1Client<'a> {
-    /// The request whose head `c` holds, its head consumed (and kept in
+    /// The request whose `head` `c` holds, its head consumed (and kept in
     /// the buffer for the record).
-    pub fn new(c: &'a mut ClientConn, server: &ServerSection) -> Self {
-        let len = c.head.len;
-        c.io.consume(len);
-        c.io.keep(len);
+    pub fn new(c: &'a mut ClientConn, head: &'a Head, server: &ServerSection) -> Self {
+        c.io.consume(head.len);
+        c.io.keep(head.len);
         H1Client {
             c,
+            head,
             pipelining: server.pipelining,
             send_timeout: Duration::from_millis(server.send_timeout_ms),
             body_timeout: Duration::from_millis(server.client_body_timeout_ms),
-            buffered: None,
-            read_whole: false,
-            continued: false,
-            keep: false,
+            reading: Reading::Unread,
+            writing: Writing::Nothing,
         }
     }
 
     /// Ends the request: what it consumed goes, pipelined bytes move to
     /// the buffer's start.
     pub fn finish(self) {
-        if let Some(n) = self.buffered {
+        if let Reading::Buffered(n) = self.reading {
             self.c.io.consume(n);
         }
         self.c.io.keep(0);
         self.c.io.compact();
     }
 
-    /// Whether the connection serves another request after an answer to
-    /// this one: the client asked to keep it (nginx's rule, see
-    /// [`Head::wants_keep_alive`]), the request was read to its end, the
-    /// answer's end is known without the close (a length, or chunks to an
-    /// HTTP/1.1 client), nothing was pipelined while pipelining is off,
-    /// and the router is not stopping.
-    pub fn keep_alive(&self, framing: Option<Framing>) -> bool {
-        let body_known = match framing {
-            None | Some(Framing::Empty | Framing::Length(_)) => true,
-            Some(Framing::Chunked) => self.c.head.http11,
-            Some(Framing::UntilClose) => false,
-        };
-        self.c.head.wants_keep_alive()
-            && self.read_whole
-            && body_known
-            && (self.pipelining || self.c.io.pending().len() <= self.buffered.unwrap_or(0))
-            && !self.c.closing()
+    /// The body was read further: the one change of [`Reading`].
+    fn reading_to(&mut self, to: Reading) {
+        self.reading = to;
     }
 
-    fn send_timeout(&self) -> Duration {
-        self.send_timeout
+    /// An answer's head is written now, with the connection's fate: the
+    /// one change of [`Writing`]; whether it says the connection is kept.
+    /// `framing` as in [`Self::may_keep`]; `either`: the answer leaves
+    /// the connection fit for another request either way (not so for one
+    /// that came before the body was read, or a switch of protocols).
+    fn writing_head(&mut self, framing: Option<Framing>, either: bool) -> bool {
+        let keep = either && self.may_keep(framing);
+        self.writing = Writing::Head { keep };
+        keep
+    }
+
+    /// Whether the connection serves another request: its answer's head
+    /// said so.
+    pub fn kept(&self) -> bool {
+        self.writing == Writing::Head { keep: true }
+    }
+
+    /// Whether an answer delimited by `framing` (`None`: the router's
+    /// own, of known length) may keep the connection: the client asked to
+    /// keep it (nginx's rule, see [`Head::wants_keep_alive`]), the request
+    /// was read to its end, the answer's end is known without the close
+    /// (a length, or chunks to an HTTP/1.1 client), nothing was pipelined
+    /// while pipelining is off, and the router is not stopping.
+    fn may_keep(&self, framing: Option<Framing>) -> bool {
+        let body_known = match framing {
+            None | Some(Framing::Empty | Framing::Length(_)) => true,
+            Some(Framing::Chunked) => self.head.http11,
+            Some(Framing::UntilClose) => false,
+        };
+        let buffered = match self.reading {
+            Reading::Buffered(n) => n,
+            _ => 0,
+        };
+        self.head.wants_keep_alive()
+            && self.read_whole()
+            && body_known
+            && (self.pipelining || self.c.io.pending().len() <= buffered)
+            && !self.c.closing()
     }
 }
 
 /// The request body as it comes, which notes its end.
 pub struct H1Body<'a> {
     src: BodySource<'a, ClientIo>,
-    read_whole: &'a mut bool,
+    reading: &'a mut Reading,
 }
 
 impl Source for H1Body<'_> {
@@ -143,7 +189,7 @@ impl Source for H1Body<'_> {
     fn piece(&mut self) -> Result<Piece<'_>, ClientFailure> {
         let p = self.src.piece().map_err(client_failure)?;
         if matches!(p, Piece::End) {
-            *self.read_whole = true;
+            *self.reading = Reading::Streamed;
         }
         Ok(p)
     }
@@ -164,7 +210,7 @@ fn client_failure(e: BodyError) -> ClientFailure {
 impl Client for H1Client<'_> {
     fn request(&self) -> impl Req + '_ {
         H1Request {
-            head: &self.c.head,
+            head: self.head,
             buf: self.c.io.buf(),
             peer: self.c.peer,
             tls: self.c.tls,
@@ -180,9 +226,9 @@ impl Client for H1Client<'_> {
     }
 
     async fn continue_if_asked(&mut self, timeout: Duration) -> Result<(), ClientFailure> {
-        let h = &self.c.head;
-        if h.expect_continue && h.http11 && !self.continued {
-            self.continued = true;
+        let h = self.head;
+        if h.expect_continue && h.http11 && self.reading == Reading::Unread {
+            self.reading_to(Reading::Continued);
             send(self.c.io.io(), &[b"HTTP/1.1 100 Continue\r\n\r\n"], timeout)
                 .await
                 .map_err(|_| ClientFailure::Disconnected)?;
@@ -191,12 +237,8 @@ impl Client for H1Client<'_> {
     }
 
     async fn buffer_small_body(&mut self) -> Result<(), ClientFailure> {
-        let h = &self.c.head;
-        let len = match (h.chunked, h.content_length) {
-            (true, _) => return Ok(()),
-            (false, None) => 0,
-            (false, Some(n)) if n <= SMALL_BODY => n as usize,
-            (false, Some(_)) => return Ok(()),
+        let Some(len) = small_body(self.body_length()) else {
+            return Ok(());
         };
         let timeout = self.body_timeout;
         while self.c.io.pending().len() < len {
@@ -207,38 +249,41 @@ impl Client for H1Client<'_> {
                 .await
                 .map_err(|e| client_failure(e.into()))?;
         }
-        self.buffered = Some(len);
-        self.read_whole = true;
+        self.reading_to(Reading::Buffered(len));
         Ok(())
     }
 
     fn buffered(&self) -> Option<&[u8]> {
-        let n = self.buffered?;
+        let Reading::Buffered(n) = self.reading else {
+            return None;
+        };
         Some(&self.c.io.pending()[..n])
     }
 
     fn body(&mut self, server: &ServerSection) -> impl Source<Error = ClientFailure> + '_ {
-        let h = &self.c.head;
+        let h = self.head;
         let framing = if h.chunked {
             Framing::Chunked
         } else {
             Framing::Length(h.content_length.unwrap_or(0))
         };
-        let piece = server.body_buffer_bytes.min(64 * 1024);
+        // Read in pieces no larger than a spare buffer may grow, so that
+        // an upload leaves the connection's buffer one the thread keeps.
+        let piece = server.body_buffer_bytes.min(buffers::KEEP_UP_TO);
         let timeout = self.body_timeout;
         H1Body {
             src: BodySource::new(&mut self.c.io, framing, piece, false, timeout),
-            read_whole: &mut self.read_whole,
+            reading: &mut self.reading,
         }
     }
 
     fn body_length(&self) -> Option<u64> {
-        let h = &self.c.head;
+        let h = self.head;
         (!h.chunked).then_some(h.content_length.unwrap_or(0))
     }
 
     fn read_whole(&self) -> bool {
-        self.read_whole
+        matches!(self.reading, Reading::Buffered(_) | Reading::Streamed)
     }
 
     /// Resolves when the client closes or fails its connection; what it
@@ -266,17 +311,17 @@ impl Client for H1Client<'_> {
     ) -> Result<impl Sink<Error = SendError> + '_, SendError> {
         let switching = head.status() == 101;
         let framing = r.framing;
-        self.keep = !r.early && !switching && self.keep_alive(Some(framing));
-        let chunked = framing == Framing::Chunked && self.c.head.http11;
+        let keep = self.writing_head(Some(framing), !r.early && !switching);
+        let chunked = framing == Framing::Chunked && self.head.http11;
         let mut out = buffers::take();
         let date = super::date::now();
         let d = Downstream {
-            keep_alive: self.keep,
+            keep_alive: keep,
             chunked,
             date: &date,
         };
         head_write::response_head(head, &d, r.ketama.iter(), &mut out);
-        let timeout = self.send_timeout();
+        let timeout = self.send_timeout;
         let out = ClientOut {
             io: self.c.io.io(),
             head: Some(out),
@@ -290,21 +335,17 @@ impl Client for H1Client<'_> {
         Ok(sink)
     }
 
-    async fn answer(&mut self, status: u16, words: &str, backend: Option<&[u8]>, keep: bool) {
-        let timeout = self.send_timeout();
-        answer(self.c, status, words, backend, keep, timeout).await;
-        self.keep = keep;
+    async fn answer(&mut self, status: u16, words: &str, backend: Option<&[u8]>) {
+        let own = Own::Plain {
+            status,
+            words,
+            head_request: self.head.method.of(self.c.io.buf()) == b"HEAD",
+        };
+        self.answer_own(own, backend).await;
     }
 
-    async fn answer_grpc(&mut self, code: u8, words: &str, backend: Option<&[u8]>, keep: bool) {
-        let timeout = self.send_timeout();
-        let own = Own::Grpc { code, words };
-        answer_own(self.c, own, backend, keep, timeout).await;
-        self.keep = keep;
-    }
-
-    fn keeps(&self) -> bool {
-        self.keep_alive(None)
+    async fn answer_grpc(&mut self, code: u8, words: &str, backend: Option<&[u8]>) {
+        self.answer_own(Own::Grpc { code, words }, backend).await;
     }
 
     fn body_timeout(&self) -> Duration {
@@ -355,38 +396,17 @@ impl Out for ClientOut<'_> {
     }
 }
 
-/// Writes the router's own answer `status` (see
-/// [`head_write::answer`]). A client that does not take it is left alone:
-/// it is closing anyway.
-pub async fn answer(
-    c: &mut ClientConn,
-    status: u16,
-    words: &str,
-    backend: Option<&[u8]>,
-    keep: bool,
-    timeout: Duration,
-) {
-    let head_request = c.head.method.of(c.io.buf()) == b"HEAD";
-    let own = Own::Plain {
-        status,
-        words,
-        head_request,
-    };
-    answer_own(c, own, backend, keep, timeout).await;
-}
-
-/// Writes the router's own answer `own` ([`head_write::answer`]).
-async fn answer_own(
-    c: &mut ClientConn,
-    own: Own<'_>,
-    backend: Option<&[u8]>,
-    keep: bool,
-    timeout: Duration,
-) {
-    let mut out = buffers::take();
-    head_write::answer(own, backend, keep, &mut out);
-    let _ = send(c.io.io(), &[&out], timeout).await;
-    buffers::give(out);
+impl H1Client<'_> {
+    /// Writes the router's own answer `own` ([`head_write::answer`]),
+    /// the connection kept as [`Self::writing_head`] decides. A client
+    /// that does not take it is left alone: it is closing anyway.
+    async fn answer_own(&mut self, own: Own<'_>, backend: Option<&[u8]>) {
+        let keep = self.writing_head(None, true);
+        let mut out = buffers::take();
+        head_write::answer(own, backend, keep, &mut out);
+        let _ = send(self.c.io.io(), &[&out], self.send_timeout).await;
+        buffers::give(out);
+    }
 }
 
 /// How long a connection closed after a refusal or an unread body keeps
@@ -409,15 +429,10 @@ pub async fn linger(c: &mut ClientConn) {
     if c.io.io().shutdown().await.is_err() {
         return;
     }
-    let buf = c.io.take_buf();
-    buffers::give(buf);
-    c.io.set_buf(buffers::take());
     let _ = tokio::time::timeout(LINGER, async {
         let mut dropped = 0;
         while dropped < LINGER_BYTES {
-            c.io.compact();
-            let all = c.io.pending().len();
-            c.io.consume(all);
+            c.io.clear();
             match c.io.read_more(1, LINGER_BYTES, LINGER).await {
                 Ok(n) => dropped += n,
                 Err(_) => break,

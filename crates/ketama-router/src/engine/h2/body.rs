@@ -67,6 +67,10 @@ impl<'a, E> RecvSource<'a, E> {
 impl<E: Copy + Send> Source for RecvSource<'_, E> {
     type Error = E;
 
+    fn grpc_status(&self) -> Option<u8> {
+        self.grpc_status
+    }
+
     fn piece(&mut self) -> Result<Piece<'_>, E> {
         let Some(recv) = self.recv.as_deref_mut() else {
             return Ok(Piece::End);

@@ -19,7 +19,7 @@ use ketama_config::model::ServerSection;
 
 use super::body::{H2Sink, RecvSource};
 use super::Open;
-use crate::engine::attempt::{Client, ClientFailure, Respond, SMALL_BODY};
+use crate::engine::attempt::{small_body, Client, ClientFailure, Respond, SMALL_BODY};
 use crate::engine::body::Framing;
 use crate::engine::copy::{Flow, Sink, Source};
 use crate::engine::exchange::{self, Exchanged};
@@ -207,13 +207,7 @@ pub(super) async fn stream(
     let mut r = Record::default();
     let ended = match refused {
         None => exchange::exchange(&e, &mut c, &state, &mut r).await,
-        Some(no) => {
-            // Refused as an HTTP/1 head with the same fault would be.
-            e.metrics.client_error(no.reason);
-            r.status = no.status;
-            c.answer(no.status, no.why, None, false).await;
-            Exchanged::Refused
-        }
+        Some(no) => exchange::refuse(&e, &mut c, &mut r, &no).await,
     };
     // Whether the client reset the stream (a stream left unfinished here
     // is reset by `h2` when its halves are dropped).
@@ -352,9 +346,8 @@ impl Client for H2Client {
             self.read_whole = true;
             return Ok(());
         }
-        match length {
-            Some(n) if n <= SMALL_BODY => {}
-            _ => return Ok(()),
+        if small_body(length).is_none() {
+            return Ok(());
         }
         let timeout = self.body_timeout;
         let mut body = Vec::new();
@@ -447,7 +440,7 @@ impl Client for H2Client {
         })
     }
 
-    async fn answer(&mut self, status: u16, words: &str, backend: Option<&[u8]>, _keep: bool) {
+    async fn answer(&mut self, status: u16, words: &str, backend: Option<&[u8]>) {
         let head_request = self.request().is_head();
         let own = Own::Plain {
             status,
@@ -457,7 +450,7 @@ impl Client for H2Client {
         self.answer_own(own, backend).await;
     }
 
-    async fn answer_grpc(&mut self, code: u8, words: &str, backend: Option<&[u8]>, _keep: bool) {
+    async fn answer_grpc(&mut self, code: u8, words: &str, backend: Option<&[u8]>) {
         self.answer_own(Own::Grpc { code, words }, backend).await;
     }
 
@@ -472,10 +465,6 @@ impl Client for H2Client {
             t.insert("grpc-message", v);
         }
         send.send_trailers(t).is_ok()
-    }
-
-    fn keeps(&self) -> bool {
-        true
     }
 
     fn body_timeout(&self) -> Duration {

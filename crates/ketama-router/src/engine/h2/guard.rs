@@ -65,10 +65,10 @@ impl Watch {
 }
 
 impl Guarded {
-    /// `io`, whose first bytes are `early`, under `limit` per header phase
+    /// `io`, whose first bytes are `sniffed`, under `limit` per header phase
     /// (the preface's from now), on a connection of at most `streams`
     /// concurrent streams (the PRIORITY allowance).
-    pub fn new(io: ClientIo, early: Vec<u8>, limit: Duration, streams: u32) -> Self {
+    pub fn new(io: ClientIo, sniffed: Vec<u8>, limit: Duration, streams: u32) -> Self {
         let mut g = Guarded {
             io,
             replay: Vec::new(),
@@ -79,8 +79,8 @@ impl Guarded {
             armed: true,
             watch: Arc::default(),
         };
-        g.scan.feed(&early);
-        g.replay = early;
+        g.scan.feed(&sniffed);
+        g.replay = sniffed;
         g
     }
 

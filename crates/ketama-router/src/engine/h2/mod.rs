@@ -94,11 +94,27 @@ impl Drop for Open {
     }
 }
 
-/// Serves an HTTP/2 connection until it closes: `early` its first bytes,
+/// Streams a client may open and reset before the router accepts them
+/// (rapid reset, CVE-2023-44487): past these the connection ends with
+/// `GOAWAY`. `h2`'s defaults, written out because they are the router's
+/// limits as much as `h2`'s.
+const PENDING_RESETS: usize = 20;
+/// Streams the router may reset for a client's errors on one connection
+/// (the "made you reset" attack) before it ends the connection.
+const ERROR_RESETS: usize = 1024;
+/// Reset streams whose late frames are still recognised (and dropped)
+/// rather than taken as a protocol error.
+const REMEMBERED_RESETS: usize = 10;
+/// The most a stream queues toward its client beyond the flow-control
+/// window (`body_buffer_bytes`, up to this): a slow client holds back its
+/// backend, not the router's memory.
+const MAX_SEND_BUFFER: usize = 1 << 20;
+
+/// Serves an HTTP/2 connection until it closes: `sniffed` its first bytes,
 /// already read (an h2c preface).
 pub async fn serve(
     io: ClientIo,
-    early: Vec<u8>,
+    sniffed: Vec<u8>,
     peer: Option<crate::engine::request::Ends>,
     engine: Arc<Engine>,
     drain: Arc<Drain>,
@@ -113,15 +129,15 @@ pub async fn serve(
     builder
         .max_concurrent_streams(server.h2_max_concurrent_streams)
         .max_header_list_size(server.max_header_bytes as u32)
-        .max_pending_accept_reset_streams(20)
-        .max_local_error_reset_streams(Some(1024))
-        .max_concurrent_reset_streams(10)
-        .max_send_buffer_size(server.body_buffer_bytes.min(1 << 20));
+        .max_pending_accept_reset_streams(PENDING_RESETS)
+        .max_local_error_reset_streams(Some(ERROR_RESETS))
+        .max_concurrent_reset_streams(REMEMBERED_RESETS)
+        .max_send_buffer_size(server.body_buffer_bytes.min(MAX_SEND_BUFFER));
     let max_streams = server.keepalive_requests;
     let ends_at = tokio::time::Instant::now() + Duration::from_millis(server.keepalive_time_ms);
     let concurrent = server.h2_max_concurrent_streams;
     drop(state);
-    let guarded = guard::Guarded::new(io, early, header_timeout, concurrent);
+    let guarded = guard::Guarded::new(io, sniffed, header_timeout, concurrent);
     let watch = guarded.watch();
     let mut conn = match builder.handshake::<_, Bytes>(guarded).await {
         Ok(c) => c,

@@ -17,23 +17,25 @@
 //! whatever the method, the backend not blamed.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
 
 use h2::client::ResponseFuture;
-use h2::RecvStream;
+use h2::{RecvStream, SendStream};
 use http::HeaderName;
+use ketama_config::model::ServerSection;
 
 use super::body::{H2Sink, RecvSource};
 use super::conns::Sender;
-use crate::engine::attempt::{
-    failed, send_failed, upstream, Client, ClientFailure, Respond, Tried,
-};
+use crate::engine::attempt::{failed, upstream, Attempted, Client, ClientFailure};
 use crate::engine::body::Framing;
-use crate::engine::copy::{copy, Copied, CopyError};
+use crate::engine::copy::{copy, CopyError};
 use crate::engine::fields::connection_specific;
 use crate::engine::grpc;
 use crate::engine::head_write::{forwarded_as_sent, write_forwarded_for, Upstream};
 use crate::engine::record::Record;
+use crate::engine::relay;
 use crate::engine::request::Req;
 use crate::engine::response_head::{framing, ResponseView};
 use crate::engine::Engine;
@@ -217,13 +219,13 @@ fn stream_failure(e: &h2::Error) -> Failure {
 }
 
 /// One attempt at an HTTP/2 backend.
-pub async fn attempt<C: Client>(
+pub(crate) async fn attempt<C: Client>(
     e: &Engine,
     c: &mut C,
     state: &Arc<RoutingState>,
     r: &mut Record,
     conn: Sender,
-) -> Tried {
+) -> Attempted {
     let server = &state.validated.config.server;
     let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
     let backend = &state.backends[n];
@@ -251,42 +253,75 @@ pub async fn attempt<C: Client>(
         Err(err) => return failed(Stage::AwaitingHead, stream_failure(&err)),
     };
     r.head_sent();
-    let write_timeout = limits.write_timeout;
-    if c.buffered().is_some() {
-        let mut sink = H2Sink {
-            send: &mut stream,
-            timeout: write_timeout,
-        };
-        if let Some(body) = c.buffered().filter(|_| !empty) {
-            let sent = match sink.send_data(body, false).await {
-                Ok(()) => sink.end(c.trailers()),
-                Err(e) => Err(e),
-            };
-            if sent.is_err() {
-                return failed(Stage::AwaitingHead, Failure::Broken);
-            }
-        }
-        let t = relay(e, c, state, r, response, limits).await;
-        drop(stream);
+    let timeout = limits.write_timeout;
+    let sent = if c.buffered().is_some() {
+        send_buffered(c, &mut stream, timeout, empty).await
+    } else if let Some(body) = c.take_h2_body() {
+        return duplex(e, c, state, r, (response, stream), body, limits).await;
+    } else {
+        send_streamed(c, &mut stream, timeout, server).await
+    };
+    if let Err(t) = sent {
         return t;
     }
-    let client_timeout = c.body_timeout();
-    let Some(mut body) = c.take_h2_body() else {
-        // An HTTP/1 client's body: whole, then the response.
-        let mut sink = H2Sink {
-            send: &mut stream,
-            timeout: write_timeout,
-        };
-        let mut body = c.body(server);
-        match copy(&mut body, &mut sink).await {
-            Ok(_) => {}
-            Err(CopyError::Source(f, _)) => return Tried::ClientFailed(f),
-            Err(CopyError::Sink(_, _)) => return failed(Stage::AwaitingHead, Failure::Broken),
-        }
-        drop(body);
-        return relay(e, c, state, r, response, limits).await;
+    let t = receive(e, c, state, r, response, limits).await;
+    drop(stream);
+    t
+}
+
+/// Sends the body read whole (none when `empty`) and the trailers that
+/// ended it.
+async fn send_buffered<C: Client>(
+    c: &C,
+    stream: &mut SendStream<Bytes>,
+    timeout: Duration,
+    empty: bool,
+) -> Result<(), Attempted> {
+    let Some(body) = c.buffered().filter(|_| !empty) else {
+        return Ok(());
     };
-    // An HTTP/2 client's body streams on while the response comes back.
+    let mut sink = H2Sink {
+        send: stream,
+        timeout,
+    };
+    let sent = match sink.send_data(body, false).await {
+        Ok(()) => sink.end(c.trailers()),
+        Err(e) => Err(e),
+    };
+    sent.map_err(|_| failed(Stage::AwaitingHead, Failure::Broken))
+}
+
+/// Sends an HTTP/1 client's body, whole, before the response is awaited.
+async fn send_streamed<C: Client>(
+    c: &mut C,
+    stream: &mut SendStream<Bytes>,
+    timeout: Duration,
+    server: &ServerSection,
+) -> Result<(), Attempted> {
+    let mut sink = H2Sink {
+        send: stream,
+        timeout,
+    };
+    let mut body = c.body(server);
+    match copy(&mut body, &mut sink).await {
+        Ok(_) => Ok(()),
+        Err(CopyError::Source(f, _)) => Err(Attempted::ClientFailed(f)),
+        Err(CopyError::Sink(_, _)) => Err(failed(Stage::AwaitingHead, Failure::Broken)),
+    }
+}
+
+/// An HTTP/2 client's `body` streams on to the backend's stream while the
+/// response comes back (gRPC's client and bidirectional streams).
+async fn duplex<C: Client>(
+    e: &Engine,
+    c: &mut C,
+    state: &Arc<RoutingState>,
+    r: &mut Record,
+    (response, mut stream): (ResponseFuture, SendStream<Bytes>),
+    mut body: RecvStream,
+    limits: BackendLimits,
+) -> Attempted {
+    let client_timeout = c.body_timeout();
     let pump = async {
         let mut src = RecvSource::new(
             &mut body,
@@ -296,12 +331,12 @@ pub async fn attempt<C: Client>(
         );
         let mut sink = H2Sink {
             send: &mut stream,
-            timeout: write_timeout,
+            timeout: limits.write_timeout,
         };
         copy(&mut src, &mut sink).await
     };
     let ended = {
-        let relay = relay(e, c, state, r, response, limits);
+        let relay = receive(e, c, state, r, response, limits);
         tokio::pin!(pump, relay);
         let mut pumping = true;
         loop {
@@ -323,49 +358,31 @@ pub async fn attempt<C: Client>(
     drop((stream, body));
     match ended {
         Ok(t) => t,
-        Err(f) => {
-            r.attempt_ended(state);
-            Tried::ClientFailed(f)
-        }
+        Err(f) => relay::client_failed(state, r, f),
     }
 }
 
 /// The response to an attempt whose request went out: its head within
 /// `read_timeout` (the client leaving meanwhile ends the attempt), then
-/// its body and trailers to the client.
-async fn relay<C: Client>(
+/// [`relay`]'s.
+async fn receive<C: Client>(
     e: &Engine,
     c: &mut C,
     state: &Arc<RoutingState>,
     r: &mut Record,
     response: ResponseFuture,
     limits: BackendLimits,
-) -> Tried {
-    let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
+) -> Attempted {
     let head = tokio::select! {
         h = tokio::time::timeout(limits.read_timeout, response) => h,
-        () = c.gone() => {
-            r.attempt_ended(state);
-            return Tried::ClientFailed(ClientFailure::Disconnected);
-        }
+        () = c.gone() => return relay::client_failed(state, r, ClientFailure::Disconnected),
     };
     let resp = match head {
         Ok(Ok(resp)) => resp,
         Ok(Err(err)) => return failed(Stage::AwaitingHead, stream_failure(&err)),
         Err(_) => return failed(Stage::AwaitingHead, Failure::Timeout),
     };
-    let (parts, mut recv): (_, RecvStream) = resp.into_parts();
-    let status = parts.status.as_u16();
-    let name = state.cache.header();
-    r.answered(
-        state,
-        status,
-        parts.headers.get_all(name).iter().map(|v| v.as_bytes()),
-    );
-    r.grpc_status = parts
-        .headers
-        .get("grpc-status")
-        .and_then(|v| grpc::status_code(v.as_bytes()));
+    let (parts, mut recv) = resp.into_parts();
     let length = parts
         .headers
         .get(http::header::CONTENT_LENGTH)
@@ -374,20 +391,14 @@ async fn relay<C: Client>(
         true => Framing::Empty,
         false => Framing::Chunked,
     };
+    let status = parts.status.as_u16();
     let framing = framing(c.request().is_head(), status, false, length, unsaid);
-    let respond = Respond {
-        framing,
-        early: false,
-        ketama: r.ketama_fields(state, n),
-    };
-    let out = c.respond(&H2Response(&parts), respond).await;
-    r.status = status;
-    let mut out = match out {
-        Ok(o) => o,
-        Err(err) => {
-            r.attempt_ended(state);
-            return send_failed(e, err);
-        }
+    let view = H2Response(&parts);
+    let respond = relay::answered(state, r, &view, framing, false);
+    let sent = c.respond(&view, respond).await;
+    let sink = match relay::sent(e, state, r, status, sent) {
+        Ok(s) => s,
+        Err(t) => return t,
     };
     let mut body = RecvSource::new(
         &mut recv,
@@ -395,26 +406,7 @@ async fn relay<C: Client>(
         Failure::Timeout,
         Failure::Broken,
     );
-    let copied = copy(&mut body, &mut out).await;
-    if let Some(s) = body.grpc_status {
-        r.grpc_status = Some(s);
-    }
-    match copied {
-        Ok(Copied::Whole(b) | Copied::Stopped(b)) => {
-            r.bytes_sent = b;
-            r.attempt_ended(state);
-            Tried::Done
-        }
-        Err(CopyError::Source(f, b)) => {
-            r.bytes_sent = b;
-            failed(Stage::Answered, f)
-        }
-        Err(CopyError::Sink(err, b)) => {
-            r.bytes_sent = b;
-            r.attempt_ended(state);
-            send_failed(e, err)
-        }
-    }
+    relay::body(e, state, r, &mut body, sink).await
 }
 
 #[cfg(test)]
