@@ -23,7 +23,6 @@ pub struct H1Conn {
     /// Taken from the pool (a kept-alive connection the backend may have
     /// closed meanwhile: see [`crate::policy::retry`]).
     pub reused: bool,
-    /// Its key in the pool.
     pub key: pool::Key,
 }
 

@@ -87,9 +87,7 @@ enum Writing {
 
 /// The client's side of one HTTP/1 request's exchange.
 pub struct H1Client<'a> {
-    /// The connection.
     pub c: &'a mut ClientConn,
-    /// The request's head.
     head: &'a Head,
     /// `[server] pipelining`.
     pipelining: bool,

@@ -37,7 +37,6 @@ use crate::policy::route::RequestView;
 /// An HTTP/2 request's head: the `h2` crate's parts, with its cookies
 /// joined.
 pub struct H2Request<'a> {
-    /// The parts.
     pub parts: &'a http::request::Parts,
     /// Its `cookie` fields joined with `; ` (one as it is), forwarded
     /// after every other field, as nginx forwards them
