@@ -38,7 +38,7 @@ pub(crate) fn answered<'a>(
     early: bool,
 ) -> Respond<'a> {
     let n = r.backend.unwrap_or_else(|| unreachable!("chosen"));
-    r.answered(state, head.status(), values(head, state.cache.header()));
+    r.answered(state, head.status(), head.values(state.cache.header()));
     if let Some(h) = head.headers() {
         r.grpc_status = h
             .get("grpc-status")
@@ -120,18 +120,4 @@ pub(crate) async fn tunnel<C: Client>(
     idle: Duration,
 ) {
     r.bytes_sent += c.tunnel(up, idle).await;
-}
-
-/// The values of `head`'s fields named `name` (lowercase), in order.
-fn values<'a>(head: &'a impl ResponseView, name: &'a str) -> impl Iterator<Item = &'a [u8]> {
-    let (typed, raw) = match head.headers() {
-        Some(h) => (Some(h.get_all(name).iter().map(|v| v.as_bytes())), None),
-        None => (None, Some(head.fields())),
-    };
-    let raw = raw
-        .into_iter()
-        .flatten()
-        .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
-        .map(|(_, v)| v);
-    typed.into_iter().flatten().chain(raw)
 }

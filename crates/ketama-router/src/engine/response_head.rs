@@ -26,6 +26,12 @@ pub trait ResponseView: Sync {
     fn reason(&self) -> &[u8];
     /// The fields, in order.
     fn fields(&self) -> impl Iterator<Item = (&[u8], &[u8])>;
+    /// The values of the fields named `name` (lowercase), in order.
+    fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> {
+        self.fields()
+            .filter(move |(n, _)| n.eq_ignore_ascii_case(name.as_bytes()))
+            .map(|(_, v)| v)
+    }
     /// The fields as the `http` crate holds them, when they came that way
     /// (an HTTP/2 backend's): an HTTP/2 client is then handed them
     /// without parsing them again.

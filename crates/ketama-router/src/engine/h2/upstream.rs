@@ -65,6 +65,10 @@ impl ResponseView for H2Response<'_> {
             .map(|(n, v)| (n.as_str().as_bytes(), v.as_bytes()))
     }
 
+    fn values<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a [u8]> {
+        self.0.headers.get_all(name).iter().map(|v| v.as_bytes())
+    }
+
     fn headers(&self) -> Option<&http::HeaderMap> {
         Some(&self.0.headers)
     }
