@@ -1,8 +1,9 @@
 //! Kept-alive HTTP/1.1 connections: the router waits for each next request
-//! in its own loop (so an idle connection holds little), then hands the
-//! bytes it read to Pingora's session. A head split across that first read
-//! and the session's, a head longer than the first read, and a head over
-//! the limit on a later request must each be served as on a new connection.
+//! in its own loop (so an idle connection holds little), then reads its
+//! head on from what that wait read. A head split across reads, a head
+//! longer than the first read, a head over the limit on a later request,
+//! and a request whose body was read in any of the router's ways must each
+//! be served as on a new connection.
 
 mod common;
 
@@ -203,4 +204,129 @@ fn idle_connections_are_served_closed_on_time_and_at_a_stop() {
         stopping.elapsed()
     );
     let _ = r.child.wait();
+}
+
+/// Every way a request's body is read leaves the connection to the next
+/// request: read whole before a backend is tried (a small length), after
+/// `100 Continue`, streamed to the backend (chunked, and a length over the
+/// 64 KiB read whole); and the router's own answer to a request read
+/// whole keeps it too, as nginx's does. One connection serves them all.
+#[test]
+fn every_way_a_body_is_read_keeps_the_connection() {
+    let (origins, r, dir) = setup(&[1, 1], "");
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let d = dir.path().to_path_buf();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_secs(8));
+        eprintln!("{}", std::fs::read_to_string(d.join("router.log")).unwrap());
+    });
+
+    c.write_all(b"POST /small HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+        .unwrap();
+    assert_eq!(response(&mut c).0, 200, "a body read whole");
+
+    c.write_all(
+        b"POST /continued HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(response(&mut c).0, 100);
+    c.write_all(b"hello").unwrap();
+    assert_eq!(response(&mut c).0, 200, "a body after 100 Continue");
+
+    c.write_all(
+        b"POST /chunked HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+    )
+    .unwrap();
+    assert_eq!(response(&mut c).0, 200, "a chunked body, streamed");
+
+    let big = vec![b'x'; 200 * 1024];
+    let head = format!(
+        "POST /large HTTP/1.1\r\nHost: t\r\nContent-Length: {}\r\n\r\n",
+        big.len()
+    );
+    c.write_all(head.as_bytes()).unwrap();
+    c.write_all(&big).unwrap();
+    assert_eq!(response(&mut c).0, 200, "a long body, streamed");
+
+    // The router's own answers: no backend left to try.
+    for o in &origins {
+        o.kill();
+    }
+    for path in ["/own-1", "/own-2"] {
+        let head = format!("POST {path} HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello");
+        c.write_all(head.as_bytes()).unwrap();
+        assert_eq!(response(&mut c).0, 502, "{path}");
+    }
+}
+
+/// A backend that answers chunked and keeps its connection: each
+/// response reaches the client whole as soon as its last chunk is read
+/// (a body whose last chunk was the last byte read used to wait for more
+/// until `read_timeout_ms`, and the client got no last chunk), and the
+/// client's connection and the backend's serve the next request.
+#[test]
+fn a_chunked_answer_ends_at_its_last_chunk() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let origin = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut conn) = conn else { return };
+            std::thread::spawn(move || {
+                let mut buf = Vec::new();
+                let mut byte = [0u8; 1];
+                loop {
+                    while !buf.ends_with(b"\r\n\r\n") {
+                        if conn.read(&mut byte).unwrap_or(0) == 0 {
+                            return;
+                        }
+                        buf.push(byte[0]);
+                    }
+                    buf.clear();
+                    // The data and the last chunk in two writes, as a
+                    // backend streaming its answer sends them.
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+                    );
+                    std::thread::sleep(Duration::from_millis(20));
+                    let _ = conn.write_all(b"0\r\n\r\n");
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let conf = dir.path().join("router.toml");
+    let proxy = any_port();
+    std::fs::write(
+        &conf,
+        format!(
+            "[server]\nlisten = [\"{proxy}\"]\n[admin]\nlisten = \"{}\"\nauth = false\n[health]\nenabled = false\n[[backends]]\naddress = \"{origin}\"\nweight = 1\nread_timeout_ms = 30000\n",
+            any_port()
+        ),
+    )
+    .unwrap();
+    let r = start_router(&conf);
+    let mut c = TcpStream::connect(r.proxy).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    for round in 0..3 {
+        let began = Instant::now();
+        c.write_all(b"GET /chunked HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
+        let mut raw = Vec::new();
+        let mut byte = [0u8; 1];
+        while !raw.ends_with(b"\r\n0\r\n\r\n") {
+            match c.read(&mut byte) {
+                Ok(1) => raw.push(byte[0]),
+                other => panic!("round {round}: {other:?} after {raw:?}"),
+            }
+        }
+        let text = String::from_utf8_lossy(&raw);
+        assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+        assert!(text.contains("\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), "{text}");
+        assert!(
+            began.elapsed() < Duration::from_secs(2),
+            "round {round}: {:?}",
+            began.elapsed()
+        );
+    }
 }

@@ -252,7 +252,10 @@ impl<S: tokio::io::AsyncRead + Unpin + Send> Source for BodySource<'_, S> {
             if !data.is_empty() {
                 return Ok(Piece::Data(&self.r.buf()[at + data.start..at + data.end]));
             }
-            if used == 0 || self.r.pending().is_empty() {
+            // Framing consumed (a chunk's size line, its end, the last
+            // chunk): round again, so that a body whose last chunk was the
+            // last byte read ends here, not in a wait for more.
+            if used == 0 {
                 return Ok(if self.closed { Piece::End } else { Piece::More });
             }
         }
@@ -339,6 +342,51 @@ mod tests {
         async fn finish(&mut self, trailers: Option<&http::HeaderMap>) -> Result<Flow, ()> {
             push_last_chunk(trailers, &mut self.0);
             Ok(Flow::Go)
+        }
+    }
+
+    /// A chunked body whose last chunk is the last thing read, the peer's
+    /// connection left open (a kept-alive client, a backend keeping its
+    /// connection): the body ends at its last chunk, with every split of
+    /// its bytes into two reads, and nothing waits for bytes that are not
+    /// coming.
+    #[test]
+    fn a_chunked_body_ends_at_its_last_chunk_on_an_open_connection() {
+        use tokio::io::AsyncWriteExt;
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        let bodies: [&[u8]; 3] = [
+            b"5\r\nhello\r\n0\r\n\r\n",
+            b"5\r\nhello\r\n3;x=y\r\nabc\r\n0\r\nx-t: 1\r\n\r\n",
+            b"0\r\n\r\n",
+        ];
+        for whole in bodies {
+            for split in 0..whole.len() {
+                rt.block_on(async {
+                    let (mut peer, io) = tokio::io::duplex(4096);
+                    let mut r = Buffered::new(io, Vec::with_capacity(64));
+                    let timeout = Duration::from_secs(5);
+                    let mut src = BodySource::new(&mut r, Framing::Chunked, 1024, false, timeout);
+                    let mut sink = Chunks(Vec::new());
+                    let send = async {
+                        peer.write_all(&whole[..split]).await.unwrap();
+                        tokio::task::yield_now().await;
+                        peer.write_all(&whole[split..]).await.unwrap();
+                    };
+                    let (copied, ()) = tokio::join!(
+                        tokio::time::timeout(Duration::from_secs(2), copy(&mut src, &mut sink)),
+                        send
+                    );
+                    let text = String::from_utf8_lossy(whole);
+                    assert!(
+                        matches!(copied, Ok(Ok(Copied::Whole(_)))),
+                        "{text:?} split at {split}: {copied:?}"
+                    );
+                    drop(peer);
+                });
+            }
         }
     }
 
