@@ -261,10 +261,11 @@ fn every_way_a_body_is_read_keeps_the_connection() {
 }
 
 /// A backend that answers chunked and keeps its connection: each
-/// response reaches the client whole as soon as its last chunk is read
-/// (a body whose last chunk was the last byte read used to wait for more
-/// until `read_timeout_ms`, and the client got no last chunk), and the
-/// client's connection and the backend's serve the next request.
+/// response reaches the client whole once its last chunk is read, well
+/// before the 60 s `read_timeout_ms` (a body whose last chunk was the
+/// last byte read used to wait for more until then, and the client got
+/// no last chunk), and the client's connection and the backend's serve
+/// the next request.
 #[test]
 fn a_chunked_answer_ends_at_its_last_chunk() {
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -300,16 +301,15 @@ fn a_chunked_answer_ends_at_its_last_chunk() {
     std::fs::write(
         &conf,
         format!(
-            "[server]\nlisten = [\"{proxy}\"]\n[admin]\nlisten = \"{}\"\nauth = false\n[health]\nenabled = false\n[[backends]]\naddress = \"{origin}\"\nweight = 1\nread_timeout_ms = 30000\n",
+            "[server]\nlisten = [\"{proxy}\"]\n[admin]\nlisten = \"{}\"\nauth = false\n[health]\nenabled = false\n[[backends]]\naddress = \"{origin}\"\nweight = 1\n",
             any_port()
         ),
     )
     .unwrap();
     let r = start_router(&conf);
     let mut c = TcpStream::connect(r.proxy).unwrap();
-    c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
     for round in 0..3 {
-        let began = Instant::now();
         c.write_all(b"GET /chunked HTTP/1.1\r\nHost: t\r\n\r\n")
             .unwrap();
         let mut raw = Vec::new();
@@ -323,10 +323,5 @@ fn a_chunked_answer_ends_at_its_last_chunk() {
         let text = String::from_utf8_lossy(&raw);
         assert!(text.starts_with("HTTP/1.1 200"), "{text}");
         assert!(text.contains("\r\n\r\n5\r\nhello\r\n0\r\n\r\n"), "{text}");
-        assert!(
-            began.elapsed() < Duration::from_secs(2),
-            "round {round}: {:?}",
-            began.elapsed()
-        );
     }
 }
