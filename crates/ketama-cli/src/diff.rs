@@ -107,18 +107,7 @@ fn sampled(args: &DiffArgs, from: &ketama::Ring, to: &ketama::Ring) -> anyhow::R
         None => "synthetic 30-byte keys".to_string(),
     };
     if args.json {
-        println!(
-            "{}",
-            json!({
-                "moved": d.moved,
-                "estimated": true,
-                "samples": d.samples,
-                "moved_samples": d.moved_samples,
-                "ci95": [d.ci95.0, d.ci95.1],
-                "why": why,
-                "servers": servers_json(&d.servers),
-            })
-        );
+        println!("{}", estimated_json(&d, ("why", json!(why))));
         return Ok(());
     }
     print_servers(&d.servers);
@@ -146,18 +135,7 @@ fn keyed(args: &DiffArgs, from: ketama::Ring, to: ketama::Ring) -> anyhow::Resul
     let r = analysis::diff_requests((&from, &from_key), (&to, &to_key), requests)?;
     let d = &r.diff;
     if args.json {
-        println!(
-            "{}",
-            json!({
-                "moved": d.moved,
-                "estimated": true,
-                "samples": d.samples,
-                "moved_samples": d.moved_samples,
-                "unkeyed": r.unkeyed,
-                "ci95": [d.ci95.0, d.ci95.1],
-                "servers": servers_json(&d.servers),
-            })
-        );
+        println!("{}", estimated_json(d, ("unkeyed", json!(r.unkeyed))));
         return Ok(());
     }
     print_servers(&d.servers);
@@ -172,6 +150,25 @@ fn keyed(args: &DiffArgs, from: ketama::Ring, to: ketama::Ring) -> anyhow::Resul
         r.unkeyed
     );
     Ok(())
+}
+
+/// A moved share estimated from samples, as JSON: what either estimate
+/// says, and its own `extra` field (why it was estimated, or how many
+/// requests no key placed).
+fn estimated_json(
+    d: &analysis::SampledDiff,
+    extra: (&str, serde_json::Value),
+) -> serde_json::Value {
+    let mut v = json!({
+        "moved": d.moved,
+        "estimated": true,
+        "samples": d.samples,
+        "moved_samples": d.moved_samples,
+        "ci95": [d.ci95.0, d.ci95.1],
+        "servers": servers_json(&d.servers),
+    });
+    v[extra.0] = extra.1;
+    v
 }
 
 fn servers_json(servers: &[ServerDiff]) -> Vec<serde_json::Value> {
